@@ -1,0 +1,1 @@
+"""Stream processing of the LLM-agent society: metrics computed from event streams."""
