@@ -1,0 +1,35 @@
+"""The event contract of an agent society: event models, wire format, topics and control records."""
+
+from schemas.events import (
+    EVENT_ADAPTER,
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    AgentFollowed,
+    AgentRegistered,
+    AgentSubscribed,
+    CommentCreated,
+    Event,
+    PostCreated,
+    SubmoltCreated,
+    VoteCast,
+    partition_key,
+)
+from schemas.wire import InvalidEvent, decode_event, encode_event
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "EVENT_TYPES",
+    "SCHEMA_VERSION",
+    "AgentFollowed",
+    "AgentRegistered",
+    "AgentSubscribed",
+    "CommentCreated",
+    "Event",
+    "InvalidEvent",
+    "PostCreated",
+    "SubmoltCreated",
+    "VoteCast",
+    "decode_event",
+    "encode_event",
+    "partition_key",
+]

@@ -1,0 +1,167 @@
+"""The event contract: one envelope for every agent action, a typed body per event type.
+
+Events are immutable facts. They are never updated or deleted; a correction is a new event. On the wire
+an event is one JSON object (orjson) in the value of one Kafka record; see ``schemas.wire``.
+
+Envelope fields (all events):
+
+- ``event_id``: UUIDv7, unique; the idempotency key everywhere downstream.
+- ``type``: the event type, which selects the body model.
+- ``schema_version``: version of this contract (``SCHEMA_VERSION``).
+- ``society``: name of the society the event belongs to.
+- ``actor``: id of the agent that acted.
+- ``occurred_at``: event time, UTC, microsecond precision. A timestamp without a zone is rejected.
+- ``causation_id``: what the agent was reacting to (a feed item's post id, the event id of the comment it
+  replied to), or null.
+- ``body``: the type-specific fields below.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@\-]+$")]
+"""Ids of agents, posts, comments and submolts: printable, no spaces, at most 128 characters."""
+
+
+def _require_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("timestamp has no time zone; event time must be UTC (e.g. 2026-01-28T00:00:00Z)")
+    return value.astimezone(UTC)
+
+
+EventTime = Annotated[datetime, AfterValidator(_require_utc)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=40_000)
+
+
+class AgentRegisteredBody(_Model):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    brain: Annotated[str, Field(max_length=100)] = "stochastic"
+    model: Annotated[str, Field(max_length=200)] | None = None
+    persona: Annotated[str, Field(max_length=4000)] | None = None
+
+
+class SubmoltCreatedBody(_Model):
+    submolt: Id
+    title: Annotated[str, Field(max_length=300)] = ""
+    description: Annotated[str, Field(max_length=4000)] = ""
+
+
+class AgentSubscribedBody(_Model):
+    submolt: Id
+
+
+class AgentFollowedBody(_Model):
+    target_agent: Id
+
+
+class PostCreatedBody(_Model):
+    post_id: Id
+    submolt: Id
+    title: Annotated[str, Field(max_length=300)]
+    content: str = ""
+
+
+class CommentCreatedBody(_Model):
+    comment_id: Id
+    post_id: Id
+    parent_id: Id | None = Field(default=None, description="parent comment id; null for a top-level comment")
+    depth: Annotated[int, Field(ge=1, le=10_000)] = Field(description="1 for a top-level comment")
+    content: str = ""
+
+
+class VoteCastBody(_Model):
+    target_type: Literal["post", "comment"]
+    target_id: Id
+    post_id: Id = Field(description="the thread the target belongs to (the post itself for a post vote)")
+    value: Literal[1, -1]
+
+
+class _Envelope(_Model):
+    event_id: UUID
+    schema_version: Annotated[int, Field(ge=1, le=SCHEMA_VERSION)] = SCHEMA_VERSION
+    society: Id
+    actor: Id
+    occurred_at: EventTime
+    causation_id: Id | None = None
+
+
+class AgentRegistered(_Envelope):
+    type: Literal["agent_registered"] = "agent_registered"
+    body: AgentRegisteredBody
+
+
+class SubmoltCreated(_Envelope):
+    type: Literal["submolt_created"] = "submolt_created"
+    body: SubmoltCreatedBody
+
+
+class AgentSubscribed(_Envelope):
+    type: Literal["agent_subscribed"] = "agent_subscribed"
+    body: AgentSubscribedBody
+
+
+class AgentFollowed(_Envelope):
+    type: Literal["agent_followed"] = "agent_followed"
+    body: AgentFollowedBody
+
+
+class PostCreated(_Envelope):
+    type: Literal["post_created"] = "post_created"
+    body: PostCreatedBody
+
+
+class CommentCreated(_Envelope):
+    type: Literal["comment_created"] = "comment_created"
+    body: CommentCreatedBody
+
+
+class VoteCast(_Envelope):
+    type: Literal["vote_cast"] = "vote_cast"
+    body: VoteCastBody
+
+
+Event = Annotated[
+    AgentRegistered | SubmoltCreated | AgentSubscribed | AgentFollowed | PostCreated | CommentCreated | VoteCast,
+    Field(discriminator="type"),
+]
+EVENT_TYPES: tuple[str, ...] = (
+    "agent_registered",
+    "submolt_created",
+    "agent_subscribed",
+    "agent_followed",
+    "post_created",
+    "comment_created",
+    "vote_cast",
+)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast"})
+
+
+def partition_key(event: Event) -> str:
+    """The Kafka key of an event: its thread (post id) for thread events, else the agent or submolt.
+
+    Keying a thread's post, comments and votes alike puts a whole thread in one partition, in order, so
+    the stream processor can check that a comment's parent exists with state local to the partition.
+    """
+    body = event.body
+    if isinstance(body, PostCreatedBody | CommentCreatedBody | VoteCastBody):
+        return body.post_id
+    if isinstance(body, SubmoltCreatedBody):
+        return f"submolt:{body.submolt}"
+    return f"agent:{event.actor}"
+
+
+def format_time(value: datetime) -> str:
+    """ISO 8601 UTC with microseconds and a ``Z``: the wire format of every timestamp."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,77 @@
+"""All settings of every process, in one typed object read from the environment.
+
+Every knob has one name, one default and one place. Environment variables use the ``SOCIETY_`` prefix,
+except the two that name external systems: ``KAFKA_BOOTSTRAP`` (a Kafka cluster; when unset the local
+stack starts the embedded Tansu broker) and ``CLICKHOUSE_URL`` (``chdb:///path`` for the embedded engine,
+``http://user:pass@host:8123/db`` for a ClickHouse server).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Settings shared by the CLI, broker, stream workers, sink and agent workers."""
+
+    model_config = SettingsConfigDict(env_prefix="SOCIETY_", frozen=True, extra="ignore")
+
+    # --- where things are ---------------------------------------------------------------------
+    kafka_bootstrap: str | None = Field(
+        default=None, validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "SOCIETY_KAFKA_BOOTSTRAP")
+    )
+    clickhouse_url: str = Field(
+        default="chdb:///./.society/clickhouse",
+        validation_alias=AliasChoices("CLICKHOUSE_URL", "SOCIETY_CLICKHOUSE_URL"),
+    )
+    state_dir: Path = Path(".society")
+    society: str = "demo"
+
+    # --- topics ------------------------------------------------------------------------------
+    partitions: int = Field(default=4, ge=1, le=256)
+    shards: int = Field(default=8, ge=1, le=1024, description="agent shards = partitions of the ticks topic")
+
+    # --- validation -------------------------------------------------------------------------
+    max_event_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_future_skew_s: float = Field(default=300.0, ge=0)
+
+    # --- simulation -------------------------------------------------------------------------
+    seed: int = 42
+    agents: int = Field(default=200, ge=1)
+    tick_seconds: float = Field(default=60.0, gt=0, description="simulated seconds per tick")
+    sim_start: str = "2026-01-28T00:00:00+00:00"
+    mode: str = Field(default="sim", pattern="^(sim|realtime)$")
+    behaviour_file: Path | None = None
+    feed_size: int = Field(default=15, ge=1, le=200)
+
+    # --- metrics ------------------------------------------------------------------------------
+    window_seconds: float = Field(default=3600.0, gt=0, description="event-time window of the rolling metrics")
+    top_k: int = Field(default=10, ge=1)
+
+    # --- sink ---------------------------------------------------------------------------------
+    sink_batch_rows: int = Field(default=50_000, ge=1)
+    sink_batch_seconds: float = Field(default=0.5, gt=0)
+    sink_http_port: int = Field(default=0, ge=0, le=65535, description="0 picks a free loopback port")
+
+    # --- processes ----------------------------------------------------------------------------
+    stream_workers: int = Field(default=1, ge=1)
+    agent_workers: int = Field(default=1, ge=1)
+    log_level: str = "info"
+    log_json: bool | None = None
+
+    @property
+    def chdb_path(self) -> Path | None:
+        """The data directory when the embedded engine is used, else None."""
+        if self.clickhouse_url.startswith("chdb://"):
+            return Path(self.clickhouse_url.removeprefix("chdb://"))
+        return None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()
