@@ -40,6 +40,18 @@ class Watermark(TypedDict):
     producers: list[str]
     watermark_us: int
     tick: int
+    origin_us: int
+
+
+def watermark(producer: str, producers: list[str], watermark_us: int, tick: int, origin_us: int) -> Watermark:
+    """A watermark control record (``origin_us`` is the society's first instant; windows start there)."""
+    return {
+        "producer": producer,
+        "producers": producers,
+        "watermark_us": watermark_us,
+        "tick": tick,
+        "origin_us": origin_us,
+    }
 
 
 class Tick(TypedDict):

@@ -10,10 +10,17 @@ conventions are reproduced on purpose, including the surprising ones:
   that value lies in (1.5, 3]; otherwise (and for every xmin < 10) alpha maximises the exact likelihood
   ``x**-alpha / zeta(alpha, xmin)``;
 * alpha is confined to the package's default range (0, 3); a numeric fit within 0.01 of a bound is
-  flagged as noise, and noisy candidates are not eligible as xmin;
+  flagged as noise, and noisy candidates are not eligible as xmin (an accepted approximation is not
+  subject to that 0.01 margin, so e.g. 2.9999 can come out);
 * the KS distance compares strict CDFs ``P(X < x)`` of the tail data and of the fitted law at the
   distinct tail values;
 * the standard error is ``(alpha - 1) / sqrt(n_tail)``.
+
+The exact MLE is a vectorised golden-section search (the package uses Nelder-Mead with tol 1e-4, hence
+alpha differences of order 1e-5). Deliberately not reproduced: the package normalises by
+``1 - (1 - zeta(alpha, xmin))``, which cancels catastrophically when zeta is tiny (alpha > 4 with xmin
+in the hundreds, reachable only with a wider alpha range; negligible within (0, 3) unless xmin is in the
+hundreds of thousands); we use zeta directly.
 """
 
 from __future__ import annotations
@@ -78,7 +85,9 @@ def fit_discrete_power_law(
     ``MIN_DISTINCT_VALUES`` (4) distinct values >= 1 (the package then returns NaN for everything), or
     when no candidate gives a fit strictly inside ``alpha_range`` (the package's "noise" outcome).
 
-    ``xmin_candidates`` caps the search to that many smallest candidates (None: all, as the package).
+    ``xmin_candidates`` caps the search to that many smallest candidates (None: all, as the package);
+    for a cap c >= 2 this equals the package's ``xmin=(smallest value, (c + 2)-th smallest value)``,
+    and c = 1 is a fit at the fixed xmin = smallest value.
     ``estimate_discrete`` mirrors the package option: None uses the closed-form approximation for
     xmin >= 10, True for every xmin, False never (always the exact MLE). ``alpha_range`` mirrors
     ``parameter_ranges={"alpha": ...}``; the package default (0, 3) cannot represent alpha >= 3.

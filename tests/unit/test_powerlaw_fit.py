@@ -41,6 +41,11 @@ def _lognormal(seed: int) -> IntData:
     return (np.round(rng.lognormal(2.0, 1.2, 20000)) + 1).astype(np.int64)
 
 
+def _singletons(seed: int) -> IntData:
+    """600 distinct values seen once each: long sparse tails, the slow case for the KS search."""
+    return np.unique(np.random.default_rng(seed).zipf(1.3, 20000))[:600].astype(np.int64)
+
+
 SAMPLES: dict[str, Callable[[], IntData]] = {
     "zipf2.0_n2000": lambda: _zipf(2.0, 2000, 1),
     "zipf2.5_n5000": lambda: _zipf(2.5, 5000, 2),
@@ -50,6 +55,7 @@ SAMPLES: dict[str, Callable[[], IntData]] = {
     "flat_head": lambda: _flat_head(4),
     "poisson_head": lambda: _poisson_head(5),
     "lognormal": lambda: _lognormal(6),
+    "singletons": lambda: _singletons(31),
 }
 
 # (our keyword arguments, the equivalent powerlaw.Fit keyword arguments)
@@ -87,8 +93,24 @@ def _assert_matches(ours: PowerLawFit | None, ref: Any, n: int) -> None:
     assert ours.ks_distance == pytest.approx(pl.D, abs=ABS_TOL_D)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("sample", sorted(SAMPLES))
+# The package normalises by 1 - (1 - zeta(alpha, xmin)), which cancels catastrophically once zeta is tiny
+# (alpha > ~4 with xmin in the hundreds): its fits there are off by percents and its xmin choice follows
+# the noise. Only reachable with an alpha range above the default (0, 3); see test_exact_mle_at_large_xmin.
+PACKAGE_PRECISION_LOSS = {("singletons", "alpha_range_1_6")}
+CASES = [
+    pytest.param(
+        sample,
+        variant,
+        marks=[pytest.mark.skip(reason="package loses precision")]
+        if (sample, variant) in PACKAGE_PRECISION_LOSS
+        else [],
+    )
+    for sample in sorted(SAMPLES)
+    for variant in sorted(VARIANTS)
+]
+
+
+@pytest.mark.parametrize(("sample", "variant"), CASES)
 def test_matches_powerlaw_package(sample: str, variant: str) -> None:
     data = SAMPLES[sample]()
     ours_kwargs, ref_kwargs = VARIANTS[variant]
@@ -98,6 +120,27 @@ def test_matches_powerlaw_package(sample: str, variant: str) -> None:
         assert ours is None
     else:
         _assert_matches(ours, ref, len(data))
+
+
+def test_exact_mle_at_large_xmin() -> None:
+    """Where the package loses precision, the fit still solves the exact likelihood equation."""
+    mpmath = pytest.importorskip("mpmath")
+    data = SAMPLES["singletons"]()
+    tail = data[data >= 466]
+    ours = fit_discrete_power_law(
+        _histogram(tail), xmin_candidates=1, estimate_discrete=False, alpha_range=(1.0, 10.0)
+    )
+    assert ours is not None
+    assert ours.xmin == tail.min()
+    xmin = int(tail.min())
+    with mpmath.workdps(40):
+        mean_log = mpmath.fsum(mpmath.log(int(v)) for v in tail) / len(tail)
+
+        def score(a: Any) -> Any:  # derivative of the mean log-likelihood
+            return -mean_log - mpmath.zeta(a, xmin, 1) / mpmath.zeta(a, xmin)
+
+        root = float(mpmath.findroot(score, 5.0))
+    assert ours.alpha == pytest.approx(root, rel=1e-6)
 
 
 def test_package_noise_gives_none() -> None:
@@ -121,7 +164,8 @@ def test_xmin_candidates_cap_matches_package_xmin_range(cap: int) -> None:
     ref = _reference(data, xmin=(float(values[0]), float(values[cap + 1])))
     ours = fit_discrete_power_law(_histogram(data), xmin_candidates=cap)
     _assert_matches(ours, ref, len(data))
-    assert ours is not None and ours.xmin <= values[cap - 1]
+    assert ours is not None
+    assert ours.xmin <= values[cap - 1]
 
 
 def test_single_xmin_candidate_matches_package_fixed_xmin() -> None:

@@ -1,0 +1,341 @@
+"""ClickHouse side of the sink: connecting, the schema, and Kafka records -> table rows.
+
+The row builders are pure functions of the records (no clock, no I/O except for a record without a
+timestamp), so a batch rebuilt for a retry yields the same rows and the same deduplication token.
+
+chDB note: the embedded engine (``chdb:///path``) allows ONE engine per process, and another process
+cannot open the same data directory while it is in use. Whatever else needs the data while the sink runs
+(the CLI, a dashboard) must ask the sink's HTTP endpoint (``sinks.consumer``), or use a ClickHouse server.
+All calls on a chDB client must come from one thread.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+import clickhouse_connect
+import orjson
+
+from schemas.control import from_us
+from schemas.topics import (
+    DLQ_CODE,
+    DLQ_KEY,
+    DLQ_OFFSET,
+    DLQ_PARTITION,
+    DLQ_REASON,
+    DLQ_TOPIC,
+    HEADER_KIND,
+    KIND_WATERMARK,
+)
+
+EVENTS_TABLE = "events"
+METRICS_TABLE = "metrics"
+DEAD_LETTERS_TABLE = "dead_letters"
+
+EVENT_COLUMNS: tuple[str, ...] = (
+    "event_id",
+    "society",
+    "type",
+    "schema_version",
+    "actor",
+    "occurred_at",
+    "causation_id",
+    "post_id",
+    "comment_id",
+    "parent_id",
+    "submolt",
+    "depth",
+    "target_type",
+    "target_id",
+    "vote",
+    "title",
+    "content",
+    "body",
+    "_topic",
+    "_partition",
+    "_offset",
+)
+METRIC_COLUMNS: tuple[str, ...] = (
+    "metric_id",
+    "society",
+    "metric",
+    "window_start",
+    "window_end",
+    "dim",
+    "value",
+    "emitted_at",
+    "_topic",
+    "_partition",
+    "_offset",
+)
+DEAD_LETTER_COLUMNS: tuple[str, ...] = (
+    "society",
+    "received_at",
+    "code",
+    "reason",
+    "origin_topic",
+    "origin_partition",
+    "origin_offset",
+    "key",
+    "value",
+    "_topic",
+    "_partition",
+    "_offset",
+)
+
+SINK_REJECT_CODE = "sink_undecodable"
+"""Dead-letter code of a record of the events or metrics topic that the sink could not turn into a row."""
+
+_STATEMENT_END = re.compile(r";[ \t]*$", re.MULTILINE)
+
+
+class RecordLike(Protocol):
+    """What the row builders read from a record: the attributes of aiokafka's ``ConsumerRecord``."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+
+# --- connecting ------------------------------------------------------------------------------------------
+
+
+def connect(url: str) -> Any:
+    """A clickhouse-connect client for ``url``.
+
+    ``chdb:///abs/path`` opens the embedded engine on that directory (created if missing);
+    ``http(s)://user:pass@host:port/db`` connects to a server. Datetimes come back timezone-aware (UTC).
+    Call it, and use the client, from one thread only (chDB requirement; harmless for a server).
+    """
+    if url.startswith("chdb:"):
+        location = url.removeprefix("chdb://")
+        if location and location != "memory" and not location.startswith(("memory/", ":memory:")):
+            Path(location).mkdir(parents=True, exist_ok=True)
+    elif not url.startswith(("http://", "https://")):
+        raise ValueError(f"unsupported ClickHouse URL {url!r}: use chdb:///path or http(s)://host:port/db")
+    return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
+
+
+def schema_statements() -> list[str]:
+    """The statements of ``tables.sql``, in order, without the ones that are only comments."""
+    text = resources.files("sinks").joinpath("tables.sql").read_text(encoding="utf-8")
+    statements = []
+    for chunk in _STATEMENT_END.split(text):
+        code = "\n".join(line for line in chunk.splitlines() if not line.lstrip().startswith("--"))
+        if code.strip():
+            statements.append(chunk.strip())
+    return statements
+
+
+def ensure_schema(client: Any) -> None:
+    """Create the sink's tables and views if they do not exist (idempotent)."""
+    for statement in schema_statements():
+        client.command(statement)
+
+
+# --- records -> rows -------------------------------------------------------------------------------------
+
+
+def is_control(record: RecordLike) -> bool:
+    """True for a control record (a watermark) travelling among events; it is never stored."""
+    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in record.headers or ())
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8", errors="replace") if value is not None else ""
+
+
+def _str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _received_at(record: RecordLike) -> datetime:
+    ts = getattr(record, "timestamp", None)
+    if isinstance(ts, int) and ts >= 0:
+        return datetime.fromtimestamp(ts / 1000, UTC)
+    return datetime.now(UTC)
+
+
+def society_of_topic(topic: str) -> str:
+    """The society of a ``society.<name>.<role>`` topic (the topic itself if it does not follow the scheme)."""
+    if topic.startswith("society.") and topic.count(".") >= 2:
+        return topic[len("society.") : topic.rindex(".")]
+    return topic
+
+
+def reject_row(record: RecordLike, reason: str, code: str = SINK_REJECT_CODE) -> list[Any]:
+    """A ``dead_letters`` row for a record of the events/metrics topics that cannot become a row."""
+    return [
+        society_of_topic(record.topic),
+        _received_at(record),
+        code,
+        reason,
+        record.topic,
+        record.partition,
+        record.offset,
+        _text(record.key),
+        _text(record.value),
+        record.topic,
+        record.partition,
+        record.offset,
+    ]
+
+
+def event_row(record: RecordLike) -> list[Any]:
+    """The ``events`` row of one event record (columns ``EVENT_COLUMNS``). Raises on an undecodable value."""
+    if record.value is None:
+        raise ValueError("record has no value")
+    doc = orjson.loads(record.value)
+    body = doc.get("body") or {}
+    etype = doc["type"]
+    post_id = comment_id = parent_id = submolt = target_type = target_id = title = content = ""
+    depth = vote = 0
+    if etype == "post_created":
+        post_id = body["post_id"]
+        submolt = body["submolt"]
+        title = body.get("title") or ""
+        content = body.get("content") or ""
+    elif etype == "comment_created":
+        post_id = body["post_id"]
+        comment_id = body["comment_id"]
+        parent_id = _str(body.get("parent_id"))
+        depth = int(body["depth"])
+        content = body.get("content") or ""
+    elif etype == "vote_cast":
+        post_id = body["post_id"]
+        target_type = body["target_type"]
+        target_id = body["target_id"]
+        vote = int(body["value"])
+    elif etype in ("submolt_created", "agent_subscribed"):
+        submolt = body["submolt"]
+    return [
+        uuid.UUID(doc["event_id"]),
+        doc["society"],
+        etype,
+        int(doc.get("schema_version") or 1),
+        doc["actor"],
+        datetime.fromisoformat(doc["occurred_at"]).astimezone(UTC),
+        _str(doc.get("causation_id")),
+        post_id,
+        comment_id,
+        parent_id,
+        submolt,
+        depth,
+        target_type,
+        target_id,
+        vote,
+        title,
+        content,
+        orjson.dumps(body).decode(),
+        record.topic,
+        record.partition,
+        record.offset,
+    ]
+
+
+def metric_row(record: RecordLike) -> list[Any]:
+    """The ``metrics`` row of one metric record (columns ``METRIC_COLUMNS``). Raises on an undecodable value."""
+    if record.value is None:
+        raise ValueError("record has no value")
+    doc = orjson.loads(record.value)
+    return [
+        uuid.UUID(doc["metric_id"]),
+        doc["society"],
+        doc["metric"],
+        from_us(int(doc["window_start_us"])),
+        from_us(int(doc["window_end_us"])),
+        _str(doc.get("dim")),
+        float(doc["value"]),
+        datetime.fromtimestamp(float(doc["emitted_at"]), UTC),
+        record.topic,
+        record.partition,
+        record.offset,
+    ]
+
+
+def dead_letter_row(record: RecordLike) -> list[Any]:
+    """The ``dead_letters`` row of one dead-letter record (columns ``DEAD_LETTER_COLUMNS``); never raises.
+
+    The value is the rejected bytes as text (invalid UTF-8 replaced); reason, code and origin come from the
+    ``dlq-*`` headers (``''`` / ``-1`` when missing); the key is the record key, else the origin-key header.
+    """
+    headers = {k: v for k, v in record.headers or ()}
+
+    def header_int(name: str) -> int:
+        try:
+            return int(_text(headers.get(name)))
+        except ValueError:
+            return -1
+
+    key = _text(record.key) if record.key is not None else _text(headers.get(DLQ_KEY))
+    return [
+        society_of_topic(record.topic),
+        _received_at(record),
+        _text(headers.get(DLQ_CODE)),
+        _text(headers.get(DLQ_REASON)),
+        _text(headers.get(DLQ_TOPIC)),
+        header_int(DLQ_PARTITION),
+        header_int(DLQ_OFFSET),
+        key,
+        _text(record.value),
+        record.topic,
+        record.partition,
+        record.offset,
+    ]
+
+
+def _build(
+    records: Iterable[RecordLike],
+    build: Any,
+    rejects: list[list[Any]] | None,
+    skip_control: bool,
+) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for record in records:
+        if skip_control and is_control(record):
+            continue
+        try:
+            rows.append(build(record))
+        except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+            if rejects is None:
+                raise ValueError(f"{record.topic}:{record.partition}:{record.offset}: {exc!r}") from exc
+            rejects.append(reject_row(record, f"sink could not decode the record: {exc!r}"))
+    return rows
+
+
+def rows_for_events(
+    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
+) -> list[list[Any]]:
+    """``events`` rows of event records, in record order; watermark control records are skipped.
+
+    A record that is not a decodable event raises ``ValueError``, unless ``rejects`` is given: then its
+    ``dead_letters`` row is appended there instead.
+    """
+    return _build(records, event_row, rejects, skip_control=True)
+
+
+def rows_for_metrics(
+    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
+) -> list[list[Any]]:
+    """``metrics`` rows of metric records (``schemas.control.MetricEvent``); errors as in ``rows_for_events``."""
+    return _build(records, metric_row, rejects, skip_control=True)
+
+
+def rows_for_dead_letters(records: Iterable[RecordLike]) -> list[list[Any]]:
+    """``dead_letters`` rows of the records of a dead-letter topic, in record order."""
+    return [dead_letter_row(r) for r in records]

@@ -1,0 +1,526 @@
+"""The sink: a society's events, metrics and dead letters from Kafka into ClickHouse.
+
+Delivery is at least once, rows are effectively once. The contract, per partition:
+
+- Records are batched per (topic, partition), in offset order. A batch is flushed when it holds
+  ``sink_batch_rows`` records, when it is ``sink_batch_seconds`` old, on a rebalance and on stop.
+- Flush = one insert per table with ``insert_deduplication_token = "topic:partition:first-last"``, then the
+  commit of ``last + 1``. The offset is never committed before the insert returned. A failed insert is
+  retried, same batch and same token, with backoff (at most 5 s between tries): data is never skipped.
+  A batch holding only watermark control records inserts nothing and still commits.
+- On assignment, each partition seeks to ``max(_offset) + 1`` of the rows already stored for it, so
+  rows inserted by a process that died before its commit are not inserted again; the token covers a retry
+  within a process; ``ReplacingMergeTree`` (query with ``FINAL``) is the last backstop.
+- Every ClickHouse call (inserts, the seek queries, the HTTP queries) runs on one dedicated thread: chDB
+  calls block and must all come from the same thread.
+
+The sink also serves ``POST /query`` and ``GET /health`` on 127.0.0.1 and advertises its URL in
+``<state_dir>/<society>/sink.json``, because with chDB no other process can open the data directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+from aiohttp import web
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+
+from schemas.topics import Role, topic_name
+from sinks.clickhouse import (
+    DEAD_LETTER_COLUMNS,
+    DEAD_LETTERS_TABLE,
+    EVENT_COLUMNS,
+    EVENTS_TABLE,
+    METRIC_COLUMNS,
+    METRICS_TABLE,
+    RecordLike,
+    connect,
+    ensure_schema,
+    is_control,
+    rows_for_dead_letters,
+    rows_for_events,
+    rows_for_metrics,
+)
+from society.logs import get_logger
+from society.settings import Settings
+
+log = get_logger("sinks.consumer")
+
+T = TypeVar("T")
+
+MAX_BACKOFF_S = 5.0
+LATENCY_WINDOW = 1000
+"""Number of recent inserts the p99 latency is computed over."""
+RETRIES_AFTER_STOP = 3
+"""Failed tries of one batch after which a stopping sink gives up (the batch stays uncommitted)."""
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a topic's records go."""
+
+    table: str
+    columns: tuple[str, ...]
+    build: Callable[[Sequence[RecordLike], list[list[Any]]], list[list[Any]]]
+
+
+def _events(records: Sequence[RecordLike], rejects: list[list[Any]]) -> list[list[Any]]:
+    return rows_for_events(records, rejects)
+
+
+def _metrics(records: Sequence[RecordLike], rejects: list[list[Any]]) -> list[list[Any]]:
+    return rows_for_metrics(records, rejects)
+
+
+def _dead_letters(records: Sequence[RecordLike], rejects: list[list[Any]]) -> list[list[Any]]:
+    return rows_for_dead_letters(records)
+
+
+@dataclass
+class _Pending:
+    """Records of one partition not yet inserted, and when the first of them arrived."""
+
+    records: list[Any] = field(default_factory=list)
+    since: float = 0.0
+
+
+@dataclass
+class SinkStats:
+    """Counters of one sink process, served by ``GET /health``.
+
+    ``rows`` counts rows this process inserted per table (a deduplicated retry is counted once);
+    ``lag`` is ``highwater - position`` per ``topic:partition`` (None until a fetch reported the
+    highwater); ``caught_up`` is true when every assigned partition has a known lag of 0 and nothing is
+    pending.
+    """
+
+    started_at: float = field(default_factory=time.time)
+    rows: dict[str, int] = field(
+        default_factory=lambda: {EVENTS_TABLE: 0, METRICS_TABLE: 0, DEAD_LETTERS_TABLE: 0}
+    )
+    records: int = 0
+    control_records: int = 0
+    rejected: int = 0
+    batches: int = 0
+    insert_errors: int = 0
+    commit_errors: int = 0
+    insert_seconds: float = 0.0
+    last_insert_ms: float | None = None
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    lag: dict[str, int | None] = field(default_factory=dict)
+    committed: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+
+    def p99_ms(self) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        total_rows = sum(self.rows.values())
+        known = list(self.lag.values())
+        return {
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "rows": dict(self.rows),
+            "records": self.records,
+            "control_records": self.control_records,
+            "rejected": self.rejected,
+            "batches": self.batches,
+            "insert_errors": self.insert_errors,
+            "commit_errors": self.commit_errors,
+            "last_insert_ms": self.last_insert_ms,
+            "p99_insert_ms": self.p99_ms(),
+            "insert_rows_per_s": round(total_rows / self.insert_seconds, 1) if self.insert_seconds else None,
+            "lag": dict(self.lag),
+            "total_lag": sum(v for v in known if v is not None),
+            "committed": dict(self.committed),
+            "pending": dict(self.pending),
+            "caught_up": bool(known) and all(v == 0 for v in known) and not any(self.pending.values()),
+        }
+
+
+class _Stopping(Exception):
+    """A batch could not be inserted and the sink is stopping: leave it uncommitted."""
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return str(value)
+    return str(value)
+
+
+def dumps_json(value: Any) -> bytes:
+    """JSON of query results: datetimes ISO 8601 (UTC with Z), UUIDs as strings, bytes decoded, NaN null."""
+    return orjson.dumps(
+        value,
+        default=_json_default,
+        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+
+def _tp_name(tp: Any) -> str:
+    return f"{tp.topic}:{tp.partition}"
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, sink: ClickHouseSink) -> None:
+        self._sink = sink
+
+    async def on_partitions_revoked(self, revoked: list[Any]) -> None:
+        await self._sink._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[Any]) -> None:
+        await self._sink._on_assigned(assigned)
+
+
+class ClickHouseSink:
+    """Consumes ``society.<name>.{events,metrics,deadletter}`` into ClickHouse; see the module docstring."""
+
+    def __init__(self, settings: Settings, bootstrap: str, society: str) -> None:
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self.society = society
+        self.stats = SinkStats()
+        self.url: str | None = None
+        self.group_id = f"society.{society}.sink"
+        self._targets: dict[str, _Target] = {
+            topic_name(society, Role.EVENTS): _Target(EVENTS_TABLE, EVENT_COLUMNS, _events),
+            topic_name(society, Role.METRICS): _Target(METRICS_TABLE, METRIC_COLUMNS, _metrics),
+            topic_name(society, Role.DEADLETTER): _Target(DEAD_LETTERS_TABLE, DEAD_LETTER_COLUMNS, _dead_letters),
+        }
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
+        self._client: Any = None
+        self._consumer: Any = None
+        self._pending: dict[Any, _Pending] = {}
+        self._lock = asyncio.Lock()
+        self._stop: asyncio.Event = asyncio.Event()
+
+    @property
+    def state_file(self) -> Path:
+        """Where the running sink advertises its pid and HTTP URL."""
+        return self.settings.state_dir / self.society / "sink.json"
+
+    # --- the ClickHouse thread -----------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the single ClickHouse thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _open(self) -> None:
+        self._client = connect(self.settings.clickhouse_url)
+        ensure_schema(self._client)
+
+    def _close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _stored_max_offset(self, topic: str, partition: int) -> int | None:
+        """Highest offset of ``topic:partition`` already stored (its table and its rejects), or None."""
+        tables = {self._targets[topic].table, DEAD_LETTERS_TABLE}
+        best: int | None = None
+        for table in sorted(tables):
+            result = self._client.query(
+                f"SELECT count(), max(_offset) FROM {table} WHERE _topic = {{t:String}} AND _partition = {{p:UInt32}}",
+                parameters={"t": topic, "p": partition},
+            )
+            count, top = result.result_rows[0]
+            if count:
+                best = int(top) if best is None else max(best, int(top))
+        return best
+
+    def _insert_batch(self, target: _Target, records: list[Any], token: str) -> tuple[int, int]:
+        """Build and insert one batch; returns (rows inserted into the target, rejected records)."""
+        rejects: list[list[Any]] = []
+        rows = target.build(records, rejects)
+        if rejects:
+            self._client.insert(
+                DEAD_LETTERS_TABLE,
+                rejects,
+                column_names=DEAD_LETTER_COLUMNS,
+                settings={"insert_deduplication_token": f"{token}:rejects"},
+            )
+        if rows:
+            self._client.insert(
+                target.table, rows, column_names=target.columns, settings={"insert_deduplication_token": token}
+            )
+        return len(rows), len(rejects)
+
+    def _query(self, sql: str, readonly: bool) -> bytes:
+        settings = {"readonly": 2} if readonly else None
+        result = self._client.query(sql, settings=settings)
+        return dumps_json(
+            {
+                "columns": list(result.column_names),
+                "types": [t.name for t in result.column_types],
+                "rows": [list(row) for row in result.result_rows],
+            }
+        )
+
+    # --- batches ---------------------------------------------------------------------------------------
+
+    async def _flush(self, tp: Any, records: list[Any]) -> None:
+        """Insert one batch of ``tp`` (retrying until it succeeds), then commit past it. Holds the lock."""
+        target = self._targets[tp.topic]
+        first, last = records[0].offset, records[-1].offset
+        token = f"{tp.topic}:{tp.partition}:{first}-{last}"
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                rows, rejected = await self._call(self._insert_batch, target, records, token)
+                break
+            except Exception as exc:
+                attempt += 1
+                self.stats.insert_errors += 1
+                delay = min(MAX_BACKOFF_S, 0.25 * 2 ** (attempt - 1))
+                log.error(
+                    "sink.insert_failed",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    first_offset=first,
+                    last_offset=last,
+                    attempt=attempt,
+                    retry_in_s=delay,
+                    error=repr(exc),
+                )
+                if self._stop.is_set() and attempt >= RETRIES_AFTER_STOP:
+                    raise _Stopping(token) from exc
+                await asyncio.sleep(delay)
+        elapsed = time.perf_counter() - started
+        ms = elapsed * 1000
+        self.stats.batches += 1
+        self.stats.records += len(records)
+        self.stats.rejected += rejected
+        self.stats.control_records += sum(1 for r in records if is_control(r))
+        if rows or rejected:
+            self.stats.insert_seconds += elapsed
+            self.stats.last_insert_ms = round(ms, 3)
+            self.stats.latencies_ms.append(ms)
+        self.stats.rows[target.table] += rows
+        self.stats.rows[DEAD_LETTERS_TABLE] += rejected
+        log.info(
+            "sink.flushed",
+            topic=tp.topic,
+            partition=tp.partition,
+            first_offset=first,
+            last_offset=last,
+            records=len(records),
+            rows=rows,
+            rejected=rejected,
+            table=target.table,
+            latency_ms=round(ms, 2),
+            rows_per_s=round(rows / elapsed) if rows and elapsed > 0 else None,
+        )
+        try:
+            await self._consumer.commit({tp: last + 1})
+            self.stats.committed[_tp_name(tp)] = last + 1
+        except (KafkaError, AssertionError) as exc:
+            # The rows are stored: after the next assignment the seek past max(_offset) skips them.
+            self.stats.commit_errors += 1
+            log.warning("sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc))
+
+    async def _flush_due(self, force: bool = False) -> None:
+        """Flush every batch that is full, too old, or (``force``) not empty."""
+        async with self._lock:
+            limit = self.settings.sink_batch_rows
+            now = time.monotonic()
+            for tp, pending in list(self._pending.items()):
+                while len(pending.records) >= limit:
+                    batch, pending.records = pending.records[:limit], pending.records[limit:]
+                    await self._flush(tp, batch)
+                    pending.since = time.monotonic()
+                if pending.records and (force or now - pending.since >= self.settings.sink_batch_seconds):
+                    batch, pending.records = pending.records, []
+                    await self._flush(tp, batch)
+                self.stats.pending[_tp_name(tp)] = len(pending.records)
+
+    # --- rebalancing -------------------------------------------------------------------------------------
+
+    async def _on_revoked(self, revoked: list[Any]) -> None:
+        """Flush and commit everything pending before the partitions go to another member."""
+        log.info("sink.partitions_revoked", partitions=sorted(_tp_name(tp) for tp in revoked))
+        try:
+            await self._flush_due(force=True)
+        except _Stopping:
+            log.warning("sink.revoke_flush_abandoned")
+        async with self._lock:
+            self._pending.clear()
+            self.stats.pending.clear()
+            self.stats.lag.clear()
+
+    async def _on_assigned(self, assigned: list[Any]) -> None:
+        """Seek each new partition past the offsets already stored in ClickHouse."""
+        async with self._lock:
+            for tp in list(self._pending):
+                if self._pending[tp].records:
+                    log.warning("sink.pending_dropped", partition=_tp_name(tp), records=len(self._pending[tp].records))
+            self._pending.clear()
+            self.stats.pending.clear()
+            for tp in sorted(assigned, key=_tp_name):
+                stored = await self._call(self._stored_max_offset, tp.topic, tp.partition)
+                if stored is not None:
+                    self._consumer.seek(tp, stored + 1)
+                log.info("sink.partition_assigned", topic=tp.topic, partition=tp.partition, seek_to=None if stored is None else stored + 1)
+
+    # --- the loop ----------------------------------------------------------------------------------------
+
+    async def _update_lag(self) -> None:
+        consumer = self._consumer
+        for tp in consumer.assignment():
+            try:
+                high = consumer.highwater(tp)
+                position = await consumer.position(tp) if high is not None else None
+            except (KafkaError, AssertionError):
+                continue
+            self.stats.lag[_tp_name(tp)] = None if high is None or position is None else max(0, high - position)
+
+    async def _consume(self) -> None:
+        consumer = self._consumer
+        while not self._stop.is_set():
+            fetched = await consumer.getmany(timeout_ms=100)
+            # No await between getmany and the append: a rebalance callback cannot slip in between.
+            now = time.monotonic()
+            assignment = consumer.assignment()
+            for tp, records in fetched.items():
+                if not records or tp not in assignment:
+                    continue
+                pending = self._pending.get(tp)
+                if pending is None:
+                    pending = self._pending[tp] = _Pending()
+                if not pending.records:
+                    pending.since = now
+                pending.records.extend(records)
+            await self._update_lag()
+            await self._flush_due()
+
+    async def _serve(self) -> web.AppRunner:
+        app = web.Application()
+        app.router.add_post("/query", self._handle_query)
+        app.router.add_get("/health", self._handle_health)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self.settings.sink_http_port)
+        await site.start()
+        port = runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return runner
+
+    async def _handle_health(self, request: web.Request) -> web.Response:
+        body = self.stats.snapshot()
+        body.update(society=self.society, pid=os.getpid(), url=self.url, group_id=self.group_id)
+        return web.Response(body=dumps_json(body), content_type="application/json")
+
+    async def _handle_query(self, request: web.Request) -> web.Response:
+        try:
+            doc = orjson.loads(await request.read())
+        except orjson.JSONDecodeError as exc:
+            return _error(f"request body is not JSON: {exc}")
+        if not isinstance(doc, dict) or not isinstance(doc.get("sql"), str) or not doc["sql"].strip():
+            return _error('expected a JSON object {"sql": "..."}')
+        readonly = doc.get("readonly", True) is not False
+        try:
+            body = await self._call(self._query, doc["sql"], readonly)
+        except Exception as exc:
+            return _error(str(exc))
+        return web.Response(body=body, content_type="application/json")
+
+    def _write_state(self) -> None:
+        path = self.state_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_bytes(orjson.dumps({"pid": os.getpid(), "url": self.url}))
+        tmp.replace(path)
+
+    def _remove_state(self) -> None:
+        with contextlib.suppress(FileNotFoundError, orjson.JSONDecodeError):
+            if orjson.loads(self.state_file.read_bytes()).get("pid") == os.getpid():
+                self.state_file.unlink()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set; then flush and commit what is pending and release everything.
+
+        Raises if ClickHouse cannot be opened (e.g. another process owns the chDB directory) or Kafka is
+        unreachable at start.
+        """
+        self._stop = stop
+        await self._call(self._open)
+        runner: web.AppRunner | None = None
+        try:
+            runner = await self._serve()
+            self._write_state()
+            self._consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id=self.group_id,
+                client_id=f"society-{self.society}-sink-{os.getpid()}",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=100,
+                max_poll_records=20_000,
+                metadata_max_age_ms=5_000,
+            )
+            self._consumer.subscribe(topics=sorted(self._targets), listener=_Listener(self))
+            await self._consumer.start()
+            log.info(
+                "sink.started",
+                society=self.society,
+                bootstrap=self.bootstrap,
+                clickhouse=self.settings.clickhouse_url,
+                url=self.url,
+                group_id=self.group_id,
+                batch_rows=self.settings.sink_batch_rows,
+                batch_seconds=self.settings.sink_batch_seconds,
+            )
+            try:
+                consume = asyncio.ensure_future(self._consume())
+                stopped = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({consume, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if consume.done():
+                    stopped.cancel()
+                    consume.result()  # re-raise a crash of the loop
+                else:
+                    consume.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await consume
+                try:
+                    await self._flush_due(force=True)
+                except _Stopping as exc:
+                    log.warning("sink.stop_flush_abandoned", batch=str(exc))
+            finally:
+                await self._consumer.stop()
+            log.info("sink.stopped", **self.stats.snapshot())
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+            self._remove_state()
+            await self._call(self._close)
+            self._executor.shutdown(wait=True)
+
+
+def _error(message: str) -> web.Response:
+    return web.Response(status=400, body=orjson.dumps({"error": message}), content_type="application/json")

@@ -1,0 +1,142 @@
+"""Turn the partials of one event-time window (one per partition) into metric events.
+
+Pure and deterministic: the same partials give the same metric values, whatever worker computed them and
+in whatever order the partials arrived. Definitions follow ``shared/notes/metrics.md``:
+
+- cascades: comments per thread and distinct participants per thread, cumulative at the window's end;
+  their distributions and a discrete power-law fit of the comment counts (``streams.powerlaw_fit``);
+- reply depth: distribution over all posts (0 = no comment), mean depth over all posts and over posts with
+  at least one comment, share of posts without a comment; per-thread depth of threads active in the window;
+- influence: PageRank on the window's interaction graph (commenter -> replied-to author, self-edges
+  dropped, weight = comments), summed share of the top 1, 3 and k, the top-k set's churn against the
+  previous window (1 - Jaccard), super-nodes (score > mean + 3 sd) and how many persist.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from schemas.control import MetricEvent, WindowPartial, metric_id
+from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+from streams.powerlaw_fit import fit_discrete_power_law
+from streams.thread_stats import mean_depth, share_zero
+
+LEADERS = 10
+
+
+@dataclass
+class InfluenceMemory:
+    """What the next window needs from this one: the top-k set and the super-nodes."""
+
+    top_k: frozenset[str] | None = None
+    supers: frozenset[str] | None = None
+    last_window_us: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _merge(partials: Iterable[WindowPartial], key: str) -> Counter[int]:
+    total: Counter[int] = Counter()
+    for p in partials:
+        for k, v in p[key].items():  # type: ignore[literal-required]
+            total[int(k)] += int(v)
+    return +total
+
+
+def window_metrics(
+    society: str, partials: list[WindowPartial], memory: InfluenceMemory, *, top_k: int
+) -> list[MetricEvent]:
+    """All metric events of one window; ``memory`` is read and updated for the next window."""
+    partials = sorted(partials, key=lambda p: p["partition"])
+    start, end = partials[0]["window_start_us"], partials[0]["window_end_us"]
+    now = time.time()
+    out: list[MetricEvent] = []
+
+    def emit(metric: str, dim: str, value: float) -> None:
+        out.append(
+            {
+                "metric_id": metric_id(society, metric, start, dim),
+                "society": society,
+                "metric": metric,
+                "window_start_us": start,
+                "window_end_us": end,
+                "dim": dim,
+                "value": float(value),
+                "emitted_at": now,
+            }
+        )
+
+    # activity
+    counts: Counter[str] = Counter()
+    active: set[str] = set()
+    for p in partials:
+        counts.update(p["counts"])
+        active.update(p["active_agents"])
+    for etype, n in sorted(counts.items()):
+        emit("events", etype, n)
+    emit("events_total", "", sum(counts.values()))
+    emit("active_agents", "", len(active))
+    emit("new_agents", "", counts.get("agent_registered", 0))
+
+    # threads and cascades (cumulative at window end)
+    sizes = _merge(partials, "size_hist")
+    parts = _merge(partials, "participants_hist")
+    depths = _merge(partials, "depth_hist")
+    posts = sum(depths.values())
+    emit("posts_total", "", posts)
+    for size, n in sorted(sizes.items()):
+        emit("cascade_size_hist", str(size), n)
+    for size, n in sorted(parts.items()):
+        emit("cascade_participants_hist", str(size), n)
+    for d, n in sorted(depths.items()):
+        emit("depth_hist", str(d), n)
+    if posts:
+        emit("share_no_comment", "", share_zero(depths))
+        emit("mean_depth", "all", mean_depth(depths))
+        if posts - depths.get(0, 0) > 0:
+            emit("mean_depth", "commented", mean_depth(depths, only_nonzero=True))
+    for name, hist in (("cascade_size_powerlaw", sizes), ("cascade_participants_powerlaw", parts)):
+        fit = fit_discrete_power_law({k: v for k, v in hist.items() if k >= 1})
+        if fit is not None:
+            emit(name, "alpha", fit.alpha)
+            emit(name, "sigma", fit.sigma)
+            emit(name, "xmin", fit.xmin)
+            emit(name, "n_tail", fit.n_tail)
+            emit(name, "ks", fit.ks_distance)
+    for p in partials:
+        for post_id, n_comments, n_participants, depth in p["threads_touched"]:
+            emit("thread_comments", post_id, n_comments)
+            emit("thread_participants", post_id, n_participants)
+            emit("thread_depth", post_id, depth)
+
+    # influence
+    weights: Counter[tuple[str, str]] = Counter()
+    for p in partials:
+        for src, dst, w in p["edges"]:
+            weights[(src, dst)] += w
+    edges = [(s, d, float(w)) for (s, d), w in sorted(weights.items())]
+    pr = pagerank(edges)
+    emit("graph_nodes", "", len(pr))
+    emit("graph_edges", "", len(edges))
+    if pr:
+        for k in sorted({1, 3, top_k}):
+            emit("pagerank_top_share", f"top{k}", top_k_share(pr, k))
+        ranked = sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))[:LEADERS]
+        for i, (agent, score) in enumerate(ranked, start=1):
+            emit("pagerank_leader", f"{i:02d}:{agent}", score)
+        current = top_k_set(pr, top_k)
+        supers = super_nodes(pr)
+        emit("super_nodes", "count", len(supers))
+        if memory.top_k:
+            overlap = jaccard(current, memory.top_k)
+            emit("topk_jaccard", "", overlap)
+            emit("topk_churn", "", 1.0 - overlap)
+        if memory.supers is not None:
+            emit("super_nodes", "persisting", len(supers & memory.supers))
+        memory.top_k, memory.supers = current, supers
+    else:
+        memory.top_k, memory.supers = None, None
+    memory.last_window_us = start
+    return out

@@ -1,0 +1,259 @@
+"""The action processor: validate actions, publish events, dead letters, feeds and window partials.
+
+A batch consumer in the consumer group ``society.<name>.streams`` over the actions topic; it runs inside
+the Faust worker (``streams.app``) as a service. Why not a per-event Faust agent: on this machine Faust's
+per-event stream path measured 8,500 events/s (12,000 with uvloop) before doing any work, below the
+20,000 events/s end-to-end target; a batch loop over ``getmany`` keeps the same at-least-once contract at
+several times the rate. The low-volume aggregation runs as a real Faust agent with Faust tables.
+
+Contract (at-least-once in, effectively-once out):
+
+- per batch: every output record is acknowledged by the broker (acks=all) before the input offsets are
+  committed; a crash replays the uncommitted tail, and the rebuilt state recognises its events as
+  duplicates by event id, so nothing is published twice to the events topic;
+- on partition assignment the partition's state is rebuilt from its events topic (the accepted log);
+- invalid records go to the dead-letter topic with reason, code and origin in headers; the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from schemas import control
+from schemas.topics import (
+    DLQ_CODE,
+    DLQ_KEY,
+    DLQ_OFFSET,
+    DLQ_PARTITION,
+    DLQ_REASON,
+    DLQ_TOPIC,
+    HEADER_KIND,
+    KIND_WATERMARK,
+    Role,
+    topic_name,
+)
+from society.logs import get_logger
+from society.settings import Settings
+from streams.partition_state import Accepted, PartitionState, Rejected
+
+log = get_logger(__name__)
+
+
+def is_watermark(headers: Any) -> bool:
+    """True when a record is a watermark control record."""
+    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, proc: ActionProcessor) -> None:
+        self.proc = proc
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self.proc.on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self.proc.on_assigned(assigned)
+
+
+class ActionProcessor:
+    """See module docstring."""
+
+    def __init__(self, settings: Settings, bootstrap: str, society: str) -> None:
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self.society = society
+        self.t_actions = topic_name(society, Role.ACTIONS)
+        self.t_events = topic_name(society, Role.EVENTS)
+        self.t_dlq = topic_name(society, Role.DEADLETTER)
+        self.t_feeds = topic_name(society, Role.FEEDS)
+        self.t_partials = topic_name(society, Role.PARTIALS)
+        self.states: dict[int, PartitionState] = {}
+        self.lock = asyncio.Lock()
+        self.partitions = 0
+        self.consumer: AIOKafkaConsumer | None = None
+        self.producer: AIOKafkaProducer | None = None
+        self.processed = 0
+
+    def _new_state(self, partition: int) -> PartitionState:
+        s = self.settings
+        return PartitionState(
+            partition,
+            self.partitions,
+            window_us=int(s.window_seconds * 1_000_000),
+            feed_size=s.feed_size,
+            max_event_bytes=s.max_event_bytes,
+            max_future_us=int(s.max_future_skew_s * 1_000_000),
+        )
+
+    # ------------------------------------------------------------- lifecycle
+    async def run(self, stop: asyncio.Event) -> None:
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            linger_ms=5,
+            max_batch_size=1 << 20,
+            max_request_size=8 << 20,
+        )
+        await self.producer.start()
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=f"society.{self.society}.streams",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=20,
+            max_poll_records=10_000,
+            max_partition_fetch_bytes=8 << 20,
+        )
+        await self.consumer.start()
+        parts = self.consumer.partitions_for_topic(self.t_actions)
+        for _ in range(100):
+            if parts:
+                break
+            await asyncio.sleep(0.1)
+            parts = self.consumer.partitions_for_topic(self.t_actions)
+        self.partitions = len(parts or ())
+        self.consumer.subscribe([self.t_actions], listener=_Rebalance(self))
+        log.info("processor.started", society=self.society, partitions=self.partitions)
+        try:
+            while not stop.is_set():
+                batch = await self.consumer.getmany(timeout_ms=100)
+                if batch:
+                    async with self.lock:
+                        await self._process(batch)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.consumer.stop()
+            await self.producer.stop()
+            log.info("processor.stopped", processed=self.processed)
+
+    async def on_revoked(self, revoked: list[TopicPartition]) -> None:
+        async with self.lock:
+            for tp in revoked:
+                self.states.pop(tp.partition, None)
+            log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
+
+    async def on_assigned(self, assigned: list[TopicPartition]) -> None:
+        async with self.lock:
+            for tp in assigned:
+                if tp.topic == self.t_actions and tp.partition not in self.states:
+                    self.states[tp.partition] = await self._rebuild(tp.partition)
+
+    # --------------------------------------------------------------- rebuild
+    async def _rebuild(self, partition: int) -> PartitionState:
+        """Replay the partition's accepted events (and forwarded watermarks) into a fresh state."""
+        state = self._new_state(partition)
+        tp = TopicPartition(self.t_events, partition)
+        reader = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            fetch_max_wait_ms=50,
+            max_poll_records=10_000,
+        )
+        await reader.start()
+        replayed = 0
+        pending: list[Awaitable[Any]] = []
+        last_tick = None
+        try:
+            reader.assign([tp])
+            await reader.seek_to_beginning(tp)
+            while True:
+                batch = await reader.getmany(tp, timeout_ms=200)
+                for rec in batch.get(tp, []):
+                    replayed += 1
+                    if is_watermark(rec.headers):
+                        mark = control.loads(rec.value)
+                        partials, tick = state.apply_watermark(mark, mark.get("origin_us"))
+                        for p in partials:  # re-emitted; the aggregator ignores windows it has done
+                            pending.append(await self._send_partial(p))
+                        last_tick = tick if tick is not None else last_tick
+                    else:
+                        state.accept_action(rec.value, now_us=2**62)
+                hw = reader.highwater(tp)
+                if hw is not None and await reader.position(tp) >= hw:
+                    break
+        finally:
+            await reader.stop()
+        if pending:
+            await asyncio.gather(*pending)
+        if last_tick is not None or state.last_feed_tick >= 0:
+            await self._send_feed(state, state.last_feed_tick)
+        log.info("processor.rebuilt", partition=partition, records=replayed, threads=len(state.threads))
+        return state
+
+    # ------------------------------------------------------------- processing
+    async def _send_partial(self, p: control.WindowPartial) -> Awaitable[Any]:
+        assert self.producer is not None
+        fut: Awaitable[Any] = await self.producer.send(
+            self.t_partials, control.dumps(p), key=str(p["window_start_us"]).encode()
+        )
+        return fut
+
+    async def _send_feed(self, state: PartitionState, tick: int) -> Awaitable[Any]:
+        assert self.producer is not None
+        snap = state.feed_snapshot(tick)
+        fut: Awaitable[Any] = await self.producer.send(
+            self.t_feeds, control.dumps(snap), key=str(state.partition).encode(), partition=state.partition
+        )
+        return fut
+
+    async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        assert self.producer is not None and self.consumer is not None
+        producer = self.producer
+        now_us = int(time.time() * 1_000_000)
+        futures: list[Awaitable[Any]] = []
+        offsets: dict[TopicPartition, int] = {}
+        for tp, records in batch.items():
+            state = self.states.get(tp.partition)
+            if state is None:  # revoked while fetching
+                continue
+            q = tp.partition
+            for rec in records:
+                if is_watermark(rec.headers):
+                    try:
+                        mark = control.loads(rec.value)
+                        partials, tick = state.apply_watermark(mark, mark.get("origin_us"))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        futures.append(await self._dead_letter(rec, f"malformed watermark: {exc!r}", "bad_control"))
+                        continue
+                    futures.append(
+                        await producer.send(self.t_events, rec.value, key=rec.key, partition=q, headers=list(rec.headers))
+                    )
+                    for p in partials:
+                        futures.append(await self._send_partial(p))
+                    if tick is not None:
+                        futures.append(await self._send_feed(state, tick))
+                    continue
+                outcome = state.accept_action(rec.value, now_us)
+                if isinstance(outcome, Accepted):
+                    futures.append(await producer.send(self.t_events, rec.value, key=rec.key, partition=q))
+                elif isinstance(outcome, Rejected):
+                    futures.append(await self._dead_letter(rec, outcome.reason, outcome.code))
+            offsets[tp] = records[-1].offset + 1
+            self.processed += len(records)
+        if futures:
+            await asyncio.gather(*futures)
+        if offsets:
+            await self.consumer.commit(offsets)
+
+    async def _dead_letter(self, rec: Any, reason: str, code: str) -> Awaitable[Any]:
+        assert self.producer is not None
+        headers = [
+            (DLQ_REASON, reason.encode()),
+            (DLQ_CODE, code.encode()),
+            (DLQ_TOPIC, rec.topic.encode()),
+            (DLQ_PARTITION, str(rec.partition).encode()),
+            (DLQ_OFFSET, str(rec.offset).encode()),
+            (DLQ_KEY, rec.key or b""),
+        ]
+        log.warning("action.rejected", code=code, reason=reason, partition=rec.partition, offset=rec.offset)
+        fut: Awaitable[Any] = await self.producer.send(
+            self.t_dlq, rec.value if rec.value is not None else b"", key=rec.key, headers=headers
+        )
+        return fut
