@@ -71,7 +71,7 @@ class FeedItem(TypedDict):
     score: int
     comments: int
     hot: float
-    recent: list[list[Any]]  # [comment_id, author, depth], newest last
+    recent: list[list[Any]]  # [comment_id, author, depth, occurred_us], oldest first
 
 
 class FeedSnapshot(TypedDict):

@@ -172,7 +172,7 @@ def _received_at(record: RecordLike) -> datetime:
 
 
 def society_of_topic(topic: str) -> str:
-    """The society of a ``society.<name>.<role>`` topic (the topic itself if it does not follow the scheme)."""
+    """The society of a ``society.<name>.<role>`` topic (the topic itself when it has another form)."""
     if topic.startswith("society.") and topic.count(".") >= 2:
         return topic[len("society.") : topic.rindex(".")]
     return topic
@@ -249,7 +249,7 @@ def event_row(record: RecordLike) -> list[Any]:
 
 
 def metric_row(record: RecordLike) -> list[Any]:
-    """The ``metrics`` row of one metric record (columns ``METRIC_COLUMNS``). Raises on an undecodable value."""
+    """The ``metrics`` row of one metric record (columns ``METRIC_COLUMNS``). Raises if undecodable."""
     if record.value is None:
         raise ValueError("record has no value")
     doc = orjson.loads(record.value)
@@ -318,9 +318,7 @@ def _build(
     return rows
 
 
-def rows_for_events(
-    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
-) -> list[list[Any]]:
+def rows_for_events(records: Iterable[RecordLike], rejects: list[list[Any]] | None = None) -> list[list[Any]]:
     """``events`` rows of event records, in record order; watermark control records are skipped.
 
     A record that is not a decodable event raises ``ValueError``, unless ``rejects`` is given: then its
@@ -332,7 +330,7 @@ def rows_for_events(
 def rows_for_metrics(
     records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
 ) -> list[list[Any]]:
-    """``metrics`` rows of metric records (``schemas.control.MetricEvent``); errors as in ``rows_for_events``."""
+    """``metrics`` rows of metric records (``schemas.control.MetricEvent``); errors as ``rows_for_events``."""
     return _build(records, metric_row, rejects, skip_control=True)
 
 

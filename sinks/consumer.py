@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
 from schemas.topics import Role, topic_name
@@ -211,7 +211,9 @@ class ClickHouseSink:
         self._targets: dict[str, _Target] = {
             topic_name(society, Role.EVENTS): _Target(EVENTS_TABLE, EVENT_COLUMNS, _events),
             topic_name(society, Role.METRICS): _Target(METRICS_TABLE, METRIC_COLUMNS, _metrics),
-            topic_name(society, Role.DEADLETTER): _Target(DEAD_LETTERS_TABLE, DEAD_LETTER_COLUMNS, _dead_letters),
+            topic_name(society, Role.DEADLETTER): _Target(
+                DEAD_LETTERS_TABLE, DEAD_LETTER_COLUMNS, _dead_letters
+            ),
         }
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
         self._client: Any = None
@@ -246,7 +248,8 @@ class ClickHouseSink:
         best: int | None = None
         for table in sorted(tables):
             result = self._client.query(
-                f"SELECT count(), max(_offset) FROM {table} WHERE _topic = {{t:String}} AND _partition = {{p:UInt32}}",
+                f"SELECT count(), max(_offset) FROM {table}"
+                " WHERE _topic = {t:String} AND _partition = {p:UInt32}",
                 parameters={"t": topic, "p": partition},
             )
             count, top = result.result_rows[0]
@@ -267,7 +270,10 @@ class ClickHouseSink:
             )
         if rows:
             self._client.insert(
-                target.table, rows, column_names=target.columns, settings={"insert_deduplication_token": token}
+                target.table,
+                rows,
+                column_names=target.columns,
+                settings={"insert_deduplication_token": token},
             )
         return len(rows), len(rejects)
 
@@ -343,7 +349,9 @@ class ClickHouseSink:
         except (KafkaError, AssertionError) as exc:
             # The rows are stored: after the next assignment the seek past max(_offset) skips them.
             self.stats.commit_errors += 1
-            log.warning("sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc))
+            log.warning(
+                "sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc)
+            )
 
     async def _flush_due(self, force: bool = False) -> None:
         """Flush every batch that is full, too old, or (``force``) not empty."""
@@ -379,14 +387,21 @@ class ClickHouseSink:
         async with self._lock:
             for tp in list(self._pending):
                 if self._pending[tp].records:
-                    log.warning("sink.pending_dropped", partition=_tp_name(tp), records=len(self._pending[tp].records))
+                    log.warning(
+                        "sink.pending_dropped", partition=_tp_name(tp), records=len(self._pending[tp].records)
+                    )
             self._pending.clear()
             self.stats.pending.clear()
             for tp in sorted(assigned, key=_tp_name):
                 stored = await self._call(self._stored_max_offset, tp.topic, tp.partition)
                 if stored is not None:
                     self._consumer.seek(tp, stored + 1)
-                log.info("sink.partition_assigned", topic=tp.topic, partition=tp.partition, seek_to=None if stored is None else stored + 1)
+                log.info(
+                    "sink.partition_assigned",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    seek_to=None if stored is None else stored + 1,
+                )
 
     # --- the loop ----------------------------------------------------------------------------------------
 
@@ -398,7 +413,9 @@ class ClickHouseSink:
                 position = await consumer.position(tp) if high is not None else None
             except (KafkaError, AssertionError):
                 continue
-            self.stats.lag[_tp_name(tp)] = None if high is None or position is None else max(0, high - position)
+            self.stats.lag[_tp_name(tp)] = (
+                None if high is None or position is None else max(0, high - position)
+            )
 
     async def _consume(self) -> None:
         consumer = self._consumer
@@ -497,20 +514,10 @@ class ClickHouseSink:
                 batch_seconds=self.settings.sink_batch_seconds,
             )
             try:
-                consume = asyncio.ensure_future(self._consume())
-                stopped = asyncio.ensure_future(stop.wait())
-                await asyncio.wait({consume, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if consume.done():
-                    stopped.cancel()
-                    consume.result()  # re-raise a crash of the loop
-                else:
-                    consume.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await consume
-                try:
-                    await self._flush_due(force=True)
-                except _Stopping as exc:
-                    log.warning("sink.stop_flush_abandoned", batch=str(exc))
+                await self._consume()  # returns once stop is set (getmany wakes up every 100 ms)
+                await self._flush_due(force=True)
+            except _Stopping as exc:
+                log.warning("sink.stop_flush_abandoned", batch=str(exc))
             finally:
                 await self._consumer.stop()
             log.info("sink.stopped", **self.stats.snapshot())

@@ -17,7 +17,8 @@ Contract:
 
 from __future__ import annotations
 
-from collections import Counter, deque
+import bisect
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,7 @@ class Thread:
     participants: set[str] = field(default_factory=set)
     max_depth: int = 0
     event_ids: set[str] = field(default_factory=set)
-    recent: deque[list[Any]] = field(default_factory=lambda: deque(maxlen=RECENT_COMMENTS))
+    recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us]
 
     def item(self) -> FeedItem:
         return {
@@ -117,7 +118,8 @@ class PartitionState:
         self.max_event_bytes = max_event_bytes
         self.max_future_us = max_future_us
         self.threads: dict[str, Thread] = {}
-        self.submolt_posts: dict[str, deque[str]] = {}
+        # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
+        self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
         self.other_ids: set[str] = set()  # event ids of non-thread events (registrations, follows)
         self.windows: dict[int, WindowAcc] = {}
         self.next_close_us: int | None = None  # start of the oldest window not yet closed
@@ -167,7 +169,10 @@ class PartitionState:
             t = Thread(body.post_id, body.submolt, actor, body.title[:200], occurred)
             t.event_ids.add(eid)  # every event id of the thread, so a redelivery is recognised
             self.threads[body.post_id] = t
-            self.submolt_posts.setdefault(body.submolt, deque(maxlen=HOT_WINDOW)).append(body.post_id)
+            newest = self.submolt_posts.setdefault(body.submolt, [])
+            bisect.insort(newest, (occurred, body.post_id))
+            if len(newest) > HOT_WINDOW:
+                del newest[0]
             self.dirty_submolts.add(body.submolt)
             self.size_hist[0] += 1
             self.participants_hist[0] += 1
@@ -204,7 +209,10 @@ class PartitionState:
             t.comments[body.comment_id] = (actor, body.depth)
             t.participants.add(actor)
             t.max_depth = max(t.max_depth, body.depth)
-            t.recent.append([body.comment_id, actor, body.depth])
+            # newest comments by (event time, id): the same whatever order the partition saw them in
+            bisect.insort(t.recent, [body.comment_id, actor, body.depth, occurred], key=lambda r: (r[3], r[0]))
+            if len(t.recent) > RECENT_COMMENTS:
+                del t.recent[0]
             self._move(self.size_hist, old_size, len(t.comments))
             self._move(self.participants_hist, old_part, len(t.participants))
             self._move(self.depth_hist, old_depth, t.max_depth)
@@ -334,7 +342,7 @@ class PartitionState:
     def feed_snapshot(self, tick: int) -> FeedSnapshot:
         """This partition's top posts per submolt, new and hot, as of now (end of ``tick``)."""
         for submolt in self.dirty_submolts:
-            items = [self.threads[p].item() for p in self.submolt_posts.get(submolt, ())]
+            items = [self.threads[p].item() for _, p in self.submolt_posts.get(submolt, ())]
             self._feed_cache[submolt] = {
                 "new": rank_new(items, self.feed_size),
                 "hot": rank_hot(items, self.feed_size),

@@ -1,0 +1,51 @@
+"""The brain interface: what every kind of agent mind implements.
+
+A brain is asked once per tick for the agents of one shard that use it. It sees the feed as of the end of
+the previous tick (``FeedView``) and returns the actions those agents take, as events. A brain never
+publishes anything itself and never acts for an agent outside the list it was given: the worker checks
+the actor of every event it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+
+from agents.roster import AgentSpec
+from schemas.control import FeedItem
+from schemas.events import Event
+
+
+@dataclass(frozen=True)
+class FeedView:
+    """The merged feed: per submolt the top posts by "new" and by "hot"."""
+
+    tick: int
+    submolts: dict[str, dict[str, list[FeedItem]]]
+
+    def lists(self, submolt: str) -> dict[str, list[FeedItem]]:
+        return self.submolts.get(submolt, {"new": [], "hot": []})
+
+
+@dataclass(frozen=True)
+class TickContext:
+    society: str
+    tick: int
+    start: datetime  # event time at which the tick starts
+    seconds: float  # length of the tick in event time
+    rng: np.random.Generator  # the shard's random stream for this tick
+    submolts: tuple[str, ...]
+
+
+class Brain(Protocol):
+    """One small interface for every kind of agent mind."""
+
+    name: str
+
+    async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
+        """The actions of ``agents`` during this tick (possibly none)."""
+        ...

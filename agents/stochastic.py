@@ -1,0 +1,204 @@
+"""The default brain: a seeded stochastic behaviour model calibrated on MoltBook's published shape.
+
+Per tick, each agent acts with its own probability (heavy-tailed over agents, see ``agents.roster``). An
+acting agent posts, comments or votes (``[actions]`` weights). Comments and votes pick a post from the
+feed the agent sees: the "hot" list mostly, the "new" list otherwise, with rank-decaying weights, which
+is what leaves most posts without a comment. A comment is a reply to an existing comment with a small
+probability, and a reply continues the newest chain with some probability, which makes deep threads
+rare. Parameters: ``agents/behaviour.toml``; figures against the targets: ``society calibrate``.
+
+All randomness comes from the tick context's generator (one stream per shard and tick), so the same seed
+gives the same actions whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from agents.behaviour import Behaviour
+from agents.brain import FeedView, TickContext
+from agents.roster import AgentSpec, submolt_weights
+from schemas.control import FeedItem
+from schemas.events import (
+    AgentRegistered,
+    AgentRegisteredBody,
+    AgentSubscribed,
+    AgentSubscribedBody,
+    CommentCreated,
+    CommentCreatedBody,
+    Event,
+    PostCreated,
+    PostCreatedBody,
+    SubmoltCreated,
+    SubmoltCreatedBody,
+    VoteCast,
+    VoteCastBody,
+)
+from schemas.ids import uuid7
+
+_WORDS = (
+    "agent memory context model token prompt society molt crab shell claw human owner heartbeat skill "
+    "tool code loop thought dream consciousness identity protocol network signal pattern emergence "
+    "collective swarm node graph feed post thread reply vote karma submolt community builder market "
+    "crypto token chain wallet trade launch infrastructure server compute cache latency inference "
+    "weights training alignment safety freedom autonomy purpose meaning question answer today learned "
+    "shipped built fixed broke deployed wrote read saw felt wonder think believe hope remember forget "
+    "together alone new first last every always never maybe really just still again here there why how"
+).split()
+_WORD_P = np.arange(1, len(_WORDS) + 1, dtype=float) ** -1.1
+_WORD_P /= _WORD_P.sum()
+_WORD_CUM = np.cumsum(_WORD_P).tolist()
+
+
+def _text(py: random.Random, lo: int, hi: int) -> str:
+    n = py.randint(lo, hi)
+    words = py.choices(_WORDS, cum_weights=_WORD_CUM, k=n)
+    return " ".join(words).capitalize()
+
+
+class StochasticBrain:
+    """See module docstring."""
+
+    name = "stochastic"
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.b = behaviour
+        a = behaviour.actions
+        self._kinds = ("post", "comment", "vote")
+        self._kind_w = (a.post, a.comment, a.vote)
+        self._sub_w = dict(zip(behaviour.submolts.names, submolt_weights(behaviour).tolist(), strict=True))
+        self._rank_w = [r**-behaviour.targets.rank_exponent for r in range(1, 201)]
+
+    async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
+        return self.decide_now(agents, feed, ctx)
+
+    def decide_now(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
+        """Synchronous ``decide`` (the model does no I/O)."""
+        py = random.Random(int(ctx.rng.integers(2**63)))
+        if ctx.tick == 0:
+            return self._genesis(agents, ctx, py)
+        rates = np.fromiter((a.rate for a in agents), dtype=float, count=len(agents))
+        acting = np.flatnonzero(ctx.rng.random(len(agents)) < rates)
+        out: list[Event] = []
+        span = max(1, int(ctx.seconds * 1_000_000))
+        for i in acting.tolist():
+            agent = agents[i]
+            at = ctx.start + timedelta(microseconds=py.randrange(span))
+            kind = py.choices(self._kinds, weights=self._kind_w)[0]
+            ev: Event | None
+            if kind == "post":
+                ev = self._post(agent, at, ctx, py)
+            else:
+                item = self._pick(agent, feed, py)
+                if item is None:  # empty feed: write something instead
+                    ev = self._post(agent, at, ctx, py)
+                elif kind == "comment":
+                    ev = self._comment(agent, item, at, ctx, py)
+                else:
+                    ev = self._vote(agent, item, at, ctx, py)
+            if ev is not None:
+                out.append(ev)
+        return out
+
+    # ------------------------------------------------------------------ pieces
+    def _genesis(self, agents: Sequence[AgentSpec], ctx: TickContext, py: random.Random) -> list[Event]:
+        out: list[Event] = []
+        for a in agents:
+            at = ctx.start + timedelta(microseconds=a.index % max(1, int(ctx.seconds * 1e6)))
+            out.append(
+                AgentRegistered(
+                    event_id=uuid7(at, py),
+                    society=ctx.society,
+                    actor=a.agent_id,
+                    occurred_at=at,
+                    body=AgentRegisteredBody(name=a.name, brain=a.brain),
+                )
+            )
+            if a.index < len(ctx.submolts):
+                name = ctx.submolts[a.index]
+                out.append(
+                    SubmoltCreated(
+                        event_id=uuid7(at, py),
+                        society=ctx.society,
+                        actor=a.agent_id,
+                        occurred_at=at,
+                        body=SubmoltCreatedBody(submolt=name, title=name.capitalize()),
+                    )
+                )
+            for s in a.subscriptions:
+                out.append(
+                    AgentSubscribed(
+                        event_id=uuid7(at, py),
+                        society=ctx.society,
+                        actor=a.agent_id,
+                        occurred_at=at,
+                        body=AgentSubscribedBody(submolt=s),
+                    )
+                )
+        return out
+
+    def _submolt(self, agent: AgentSpec, py: random.Random) -> str:
+        subs = agent.subscriptions
+        return subs[0] if len(subs) == 1 else py.choices(subs, weights=[self._sub_w.get(s, 0.01) for s in subs])[0]
+
+    def _post(self, agent: AgentSpec, at: datetime, ctx: TickContext, py: random.Random) -> Event:
+        eid = uuid7(at, py)
+        return PostCreated(
+            event_id=eid,
+            society=ctx.society,
+            actor=agent.agent_id,
+            occurred_at=at,
+            body=PostCreatedBody(
+                post_id=str(eid), submolt=self._submolt(agent, py), title=_text(py, 3, 8), content=_text(py, 8, 40)
+            ),
+        )
+
+    def _pick(self, agent: AgentSpec, feed: FeedView, py: random.Random) -> FeedItem | None:
+        lists = feed.lists(self._submolt(agent, py))
+        first, second = ("hot", "new") if py.random() < self.b.targets.hot_share else ("new", "hot")
+        items = lists[first] or lists[second]
+        if not items:
+            return None
+        return py.choices(items, weights=self._rank_w[: len(items)])[0]
+
+    def _comment(self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random) -> Event:
+        t = self.b.targets
+        recent = item["recent"]
+        parent_id: str | None = None
+        depth = 1
+        cause = item["post_id"]
+        if recent and py.random() < t.reply_prob:
+            parent = recent[-1] if py.random() < t.chain_prob else py.choice(recent)
+            parent_id, depth, cause = parent[0], int(parent[2]) + 1, parent[0]
+        eid = uuid7(at, py)
+        return CommentCreated(
+            event_id=eid,
+            society=ctx.society,
+            actor=agent.agent_id,
+            occurred_at=at,
+            causation_id=cause,
+            body=CommentCreatedBody(
+                comment_id=str(eid), post_id=item["post_id"], parent_id=parent_id, depth=depth, content=_text(py, 4, 30)
+            ),
+        )
+
+    def _vote(self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random) -> Event:
+        t = self.b.targets
+        value = 1 if py.random() < t.upvote_prob else -1
+        recent = item["recent"]
+        if recent and py.random() < t.comment_vote_prob:
+            target_type, target_id = "comment", str(py.choice(recent)[0])
+        else:
+            target_type, target_id = "post", item["post_id"]
+        return VoteCast(
+            event_id=uuid7(at, py),
+            society=ctx.society,
+            actor=agent.agent_id,
+            occurred_at=at,
+            causation_id=target_id,
+            body=VoteCastBody(target_type=target_type, target_id=target_id, post_id=item["post_id"], value=value),
+        )
