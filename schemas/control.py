@@ -17,8 +17,6 @@ from typing import Any, TypedDict
 
 import orjson
 
-END_OF_TIME_US = 2**62
-"""A watermark that closes every window: written when a run or a replay ends."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _METRIC_NS = uuid.UUID("6f1e3a52-8a0c-4c1b-9a7b-0b5c1d7e2f10")
@@ -41,16 +39,24 @@ class Watermark(TypedDict):
     watermark_us: int
     tick: int
     origin_us: int
+    final: bool
 
 
-def watermark(producer: str, producers: list[str], watermark_us: int, tick: int, origin_us: int) -> Watermark:
-    """A watermark control record (``origin_us`` is the society's first instant; windows start there)."""
+def watermark(
+    producer: str, producers: list[str], watermark_us: int, tick: int, origin_us: int, *, final: bool = False
+) -> Watermark:
+    """A watermark control record.
+
+    ``origin_us`` is the society's first instant (windows start there). A ``final`` mark ends the log at
+    ``watermark_us``: the window that contains it closes too, although it is not over.
+    """
     return {
         "producer": producer,
         "producers": producers,
         "watermark_us": watermark_us,
         "tick": tick,
         "origin_us": origin_us,
+        "final": final,
     }
 
 

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv, settings)
     configure_logging(settings.log_level, settings.log_json)
     log = get_logger("sinks")
-    log.info("sink.settings", society=args.society, **settings.model_dump(mode="json"))
+    log.info("sink.settings", **{**settings.model_dump(mode="json"), "society": args.society})
     try:
         _run_loop(_run(settings, args.bootstrap, args.society))
     except Exception as exc:

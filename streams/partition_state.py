@@ -301,17 +301,17 @@ class PartitionState:
         self.producers = self.producers | frozenset(mark["producers"])
         if any(p not in self.producer_marks for p in self.producers):
             return [], None
-        wm = min(self.producer_marks[p]["watermark_us"] for p in self.producers)
-        tick = min(self.producer_marks[p]["tick"] for p in self.producers)
+        marks = [self.producer_marks[p] for p in self.producers]
+        wm = min(m["watermark_us"] for m in marks)
+        tick = min(m["tick"] for m in marks)
+        final = all(m.get("final", False) for m in marks)
         if self.next_close_us is None:
             first = origin_us if origin_us is not None else min(self.windows, default=wm)
             self.next_close_us = self._window_start(first)
         partials: list[WindowPartial] = []
-        while self.next_close_us + self.window_us <= wm:
+        while self.next_close_us + self.window_us <= wm or (final and self.next_close_us < wm):
             partials.append(self._close(self.next_close_us))
             self.next_close_us += self.window_us
-            if not self.windows and wm >= 2**61:
-                break  # end of time: nothing left to close
         completed = tick if tick > self.last_feed_tick else None
         if completed is not None:
             self.last_feed_tick = tick

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal, TypeVar
 
 import orjson
@@ -55,7 +56,7 @@ from schemas.topics import (
     topic_name,
 )
 from schemas.wire import encode_event
-from sinks.clickhouse import connect
+from sinks.clickhouse import EVENT_COLUMNS, connect, ensure_schema, rows_for_events
 from society.broker import ensure_topics
 
 pytestmark = pytest.mark.integration
@@ -149,9 +150,19 @@ def make_events(society: str, n: int, seed: int) -> Society:
 
 
 async def produce(
-    bootstrap: str, society: str, events: list[Event], partitions: int, metrics: int, dead_letters: int
+    bootstrap: str,
+    society: str,
+    events: list[Event],
+    partitions: int,
+    metrics: int = 0,
+    dead_letters: int = 0,
+    garbage: bytes | None = None,
 ) -> None:
-    """Events with a watermark per partition every 1,000 events and at the end, then metrics, dead letters."""
+    """Events with a watermark per partition every 1,000 events and at the end, then metrics, dead letters.
+
+    ``garbage``, when given, goes to the events topic right after the first event (a contract violation the
+    sink must file under dead_letters instead of blocking on it).
+    """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await producer.start()
     try:
@@ -171,6 +182,8 @@ async def produce(
             futures.append(
                 await producer.send(events_topic, encode_event(event), key=partition_key(event).encode())
             )
+            if i == 0 and garbage is not None:
+                futures.append(await producer.send(events_topic, garbage, key=b"garbage", partition=0))
             if i % 1000 == 999:
                 await watermarks(i // 1000, event.occurred_at)
         await watermarks(len(events), START + timedelta(days=365))
@@ -325,19 +338,19 @@ def test_all_events_exactly_once(
     n, n_metrics, n_dead = 3000, 6, 4
     soc = make_events(society_name, n, seed=1)
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    asyncio.run(produce(broker, society_name, soc.events, 4, n_metrics, n_dead))
+    asyncio.run(produce(broker, society_name, soc.events, 4, n_metrics, n_dead, garbage=b"not an event"))
 
     sink = start_sink({})
     sink.wait_ready()
 
     def done() -> dict[str, Any] | None:
         h = sink.health()
-        ok = h["rows"] == {"events": n, "metrics": n_metrics, "dead_letters": n_dead} and h["caught_up"]
+        ok = h["rows"] == {"events": n, "metrics": n_metrics, "dead_letters": n_dead + 1} and h["caught_up"]
         return h if ok else None
 
     health = wait_for("all rows in /health", done, timeout=180)
     assert health["control_records"] == 4 * (n // 1000 + 1)
-    assert health["rejected"] == 0
+    assert health["rejected"] == 1
     assert health["p99_insert_ms"] is not None
 
     # The endpoint: JSON-safe values and readable errors, while the sink owns the engine.
@@ -363,8 +376,11 @@ def test_all_events_exactly_once(
     assert ids == {e.event_id for e in soc.events}
     assert stored(chdb_url, "SELECT count() FROM events") == [(n,)]
     assert stored(chdb_url, "SELECT count() FROM metrics FINAL") == [(n_metrics,)]
-    assert stored(chdb_url, "SELECT code, origin_partition, count() FROM dead_letters GROUP BY ALL") == [
-        ("malformed_json", 1, n_dead)
+    assert stored(
+        chdb_url, "SELECT code, origin_partition, value, count() FROM dead_letters GROUP BY ALL ORDER BY code"
+    ) == [
+        ("malformed_json", 1, '{"type": "post_cr\ufffd', n_dead),
+        ("sink_undecodable", 0, "not an event", 1),
     ]
     latest = stored(chdb_url, "SELECT dim, value FROM metric_latest ORDER BY dim")
     assert latest == [("d0", float(n_metrics - 2)), ("d1", float(n_metrics - 1))]
@@ -390,7 +406,7 @@ def test_sigkill_and_restart_no_loss_no_duplicates(
     n = 40_000
     soc = make_events(society_name, n, seed=2)
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    asyncio.run(produce(broker, society_name, soc.events, 4, 0, 0))
+    asyncio.run(produce(broker, society_name, soc.events, 4))
     small = {"SOCIETY_SINK_BATCH_ROWS": "2000"}
 
     first = start_sink(small)
@@ -428,3 +444,25 @@ def test_sigkill_and_restart_no_loss_no_duplicates(
     print(
         f"insert rows/s per 2000-row flush: median {sorted(rates)[len(rates) // 2]:.0f}, max {max(rates):.0f}"
     )
+
+
+def test_retried_batch_is_deduplicated(chdb_url: str) -> None:
+    """The recipe's premise on this engine: the same token inserts once, another token inserts again."""
+    soc = make_events("dedup", 50, seed=3)
+    records = [
+        SimpleNamespace(topic="society.dedup.events", partition=0, offset=i, key=None, value=v, headers=[])
+        for i, v in enumerate(encode_event(e) for e in soc.events)
+    ]
+    rows = rows_for_events(records)
+    client = connect(chdb_url)
+    try:
+        ensure_schema(client)
+        ensure_schema(client)  # idempotent
+        for token in ("society.dedup.events:0:0-49", "society.dedup.events:0:0-49", "other"):
+            client.insert(
+                "events", rows, column_names=EVENT_COLUMNS, settings={"insert_deduplication_token": token}
+            )
+        assert client.query("SELECT count() FROM events").result_rows == [(100,)]
+        assert client.query("SELECT count() FROM events FINAL").result_rows == [(50,)]
+    finally:
+        client.close()

@@ -1,0 +1,40 @@
+"""``python -m agents --society NAME --bootstrap HOST:PORT``: run one agent worker until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+from agents.worker import AgentWorker
+from society.logs import configure_logging
+from society.settings import get_settings
+
+
+async def _serve(society: str, bootstrap: str) -> None:
+    settings = get_settings()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await AgentWorker(settings, bootstrap, society).run(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents", description=__doc__)
+    parser.add_argument("--society", required=True)
+    parser.add_argument("--bootstrap", required=True)
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    try:
+        import uvloop
+
+        uvloop.run(_serve(args.society, args.bootstrap))
+    except ImportError:  # pragma: no cover
+        asyncio.run(_serve(args.society, args.bootstrap))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

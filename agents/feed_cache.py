@@ -1,0 +1,91 @@
+"""Feed snapshots read from the feeds topic, merged per tick, with a wait for completeness.
+
+The stream workers publish, per events partition and tick, that partition's top posts. A tick's feed is
+complete when every partition has published it; the merge of the per-partition top lists is exact
+(``streams.feeds.merge_feeds``). Agent workers and the clock read all partitions, without a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from agents.brain import FeedView
+from schemas import control
+from schemas.control import FeedSnapshot
+from schemas.topics import Role, topic_name
+from streams.feeds import merge_feeds
+
+
+class FeedCache:
+    """Latest feed snapshots per partition, and the newest tick every partition has published."""
+
+    def __init__(self, bootstrap: str, society: str, partitions: int, feed_size: int) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic_name(society, Role.FEEDS)
+        self.partitions = partitions
+        self.feed_size = feed_size
+        self.latest: dict[int, FeedSnapshot] = {}
+        self.complete_tick = -1
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._view: FeedView | None = None
+        self._view_key: tuple[int, ...] = ()
+
+    async def start(self) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+        )
+        await self._consumer.start()
+        tps = [TopicPartition(self.topic, q) for q in range(self.partitions)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer:
+            await self._consumer.stop()
+
+    async def _run(self) -> None:
+        assert self._consumer is not None
+        while True:
+            batch = await self._consumer.getmany(timeout_ms=200)
+            if not batch:
+                continue
+            for records in batch.values():
+                for rec in records:
+                    snap: FeedSnapshot = control.loads(rec.value)
+                    prev = self.latest.get(snap["partition"])
+                    if prev is None or snap["tick"] >= prev["tick"]:
+                        self.latest[snap["partition"]] = snap
+            if len(self.latest) == self.partitions:
+                tick = min(s["tick"] for s in self.latest.values())
+                if tick > self.complete_tick:
+                    async with self._changed:
+                        self.complete_tick = tick
+                        self._changed.notify_all()
+
+    async def wait_for(self, tick: int, timeout: float | None = None) -> None:
+        """Wait until every partition has published the feed of ``tick`` (or a later one)."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self.complete_tick >= tick), timeout)
+
+    def view(self) -> FeedView:
+        """The merged feed of the newest snapshots.
+
+        In simulated time the caller waits for tick ``t - 1`` first, and the barrier guarantees no partition
+        has moved past it, so the view is exactly the feed as of the end of ``t - 1``.
+        """
+        ticks = tuple(self.latest[q]["tick"] for q in sorted(self.latest))
+        if self._view is None or self._view_key != ticks:
+            parts = [self.latest[q]["submolts"] for q in sorted(self.latest)]
+            self._view = FeedView(self.complete_tick, merge_feeds(parts, self.feed_size))
+            self._view_key = ticks
+        return self._view

@@ -1,0 +1,160 @@
+"""An agent worker: hosts the agents of the shards it is assigned and turns ticks into actions.
+
+Shards are the partitions of the ticks topic, shared by the workers of the consumer group
+``society.<name>.agents``. For each tick record of a shard the worker:
+
+1. in simulated time, waits until the feed of the previous tick is complete (the barrier that makes the
+   society independent of timing and of the number of workers); in real time, uses the newest feed;
+2. asks each brain for the actions of its agents of that shard;
+3. checks every returned event (valid, its actor one of the agents asked) and publishes it on the actions
+   topic, keyed by thread;
+4. publishes the shard's watermark (end of the tick in event time) on every actions partition;
+5. commits the tick's offset only after all of that is acknowledged. A crash replays the tick; the
+   regenerated events carry the same ids and are dropped downstream as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from agents.behaviour import load_behaviour
+from agents.brain import Brain, TickContext
+from agents.feed_cache import FeedCache
+from agents.roster import AgentSpec, build_roster
+from agents.stochastic import StochasticBrain
+from schemas import control
+from schemas.events import Event, partition_key
+from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from schemas.wire import encode_event
+from society.logs import get_logger
+from society.settings import Settings
+
+log = get_logger(__name__)
+
+
+def shard_producer(shard: int) -> str:
+    return f"shard-{shard}"
+
+
+class AgentWorker:
+    """See module docstring."""
+
+    def __init__(self, settings: Settings, bootstrap: str, society: str, brains: Sequence[Brain] | None = None):
+        self.s = settings
+        self.bootstrap = bootstrap
+        self.society = society
+        behaviour = load_behaviour(settings.behaviour_file)
+        self.submolts = tuple(behaviour.submolts.names)
+        self.brains: dict[str, Brain] = {b.name: b for b in (brains or [StochasticBrain(behaviour)])}
+        roster = build_roster(settings.seed, settings.agents, settings.shards, behaviour)
+        self.by_shard: list[list[AgentSpec]] = [[] for _ in range(settings.shards)]
+        for a in roster:
+            self.by_shard[a.shard].append(a)
+        self.producers = [shard_producer(s) for s in range(settings.shards)]
+        self.origin = datetime.fromisoformat(settings.sim_start)
+        self.t_actions = topic_name(society, Role.ACTIONS)
+        self.emitted = 0
+        self.forged = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20)
+        await producer.start()
+        consumer = AIOKafkaConsumer(
+            topic_name(self.society, Role.TICKS),
+            bootstrap_servers=self.bootstrap,
+            group_id=f"society.{self.society}.agents",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=10,
+        )
+        await consumer.start()
+        parts = None
+        for _ in range(100):
+            parts = consumer.partitions_for_topic(self.t_actions)
+            if parts:
+                break
+            await asyncio.sleep(0.1)
+        partitions = len(parts or ())
+        feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size)
+        await feeds.start()
+        log.info("agents.started", society=self.society, agents=self.s.agents, shards=self.s.shards)
+        try:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                for tp, records in batch.items():
+                    for rec in records:
+                        tick: control.Tick = control.loads(rec.value)
+                        await self._tick(tick, producer, feeds, partitions, stop)
+                    await consumer.commit({tp: records[-1].offset + 1})
+        finally:
+            await feeds.stop()
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+            await producer.stop()
+            log.info("agents.stopped", emitted=self.emitted, forged=self.forged)
+
+    async def _tick(
+        self, tick: control.Tick, producer: AIOKafkaProducer, feeds: FeedCache, partitions: int, stop: asyncio.Event
+    ) -> None:
+        shard, t = tick["shard"], tick["tick"]
+        origin_us = control.to_us(self.origin)
+        futures = []
+        if tick["final"]:
+            wm, mark_tick = tick["sim_time_us"], t
+        else:
+            if self.s.mode == "sim":
+                start = self.origin + timedelta(seconds=t * self.s.tick_seconds)
+                while t > 0 and not stop.is_set():
+                    try:
+                        await feeds.wait_for(t - 1, timeout=1.0)
+                        break
+                    except TimeoutError:
+                        continue
+            else:
+                start = control.from_us(tick["sim_time_us"])
+            feed = feeds.view()
+            ctx = TickContext(
+                society=self.society,
+                tick=t,
+                start=start,
+                seconds=self.s.tick_seconds,
+                rng=np.random.default_rng([self.s.seed, shard, t]),
+                submolts=self.submolts,
+            )
+            members = self.by_shard[shard]
+            allowed = {a.agent_id for a in members}
+            for name, brain in self.brains.items():
+                mine = [a for a in members if a.brain == name]
+                if not mine:
+                    continue
+                for ev in await brain.decide(mine, feed, ctx):
+                    if not self._acceptable(ev, allowed):
+                        continue
+                    key = partition_key(ev).encode()
+                    futures.append(await producer.send(self.t_actions, encode_event(ev), key=key))
+                    self.emitted += 1
+            wm = control.to_us(start + timedelta(seconds=self.s.tick_seconds))
+            mark_tick = t
+        mark = control.watermark(
+            shard_producer(shard), self.producers, wm, mark_tick, origin_us, final=tick["final"]
+        )
+        raw = control.dumps(mark)
+        for q in range(partitions):
+            futures.append(
+                await producer.send(self.t_actions, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
+            )
+        await asyncio.gather(*futures)
+
+    def _acceptable(self, ev: Event, allowed: set[str]) -> bool:
+        """A brain may only act for the agents it was asked about, in this society."""
+        if ev.actor not in allowed or ev.society != self.society:
+            self.forged += 1
+            log.warning("agents.forged_event_dropped", actor=ev.actor, society=ev.society)
+            return False
+        return True

@@ -1,0 +1,175 @@
+"""``society``: run, watch and query an event-sourced agent society."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from society.logs import configure_logging
+from society.settings import Settings, get_settings
+
+console = Console()
+
+
+def _settings(**overrides: Any) -> Settings:
+    base = get_settings()
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return base.model_copy(update=clean) if clean else base
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Run, watch and query an event-sourced LLM-agent society (MoltBook-style).
+
+    Settings come from the environment (SOCIETY_*, KAFKA_BOOTSTRAP, CLICKHOUSE_URL); options override them.
+    """
+    s = get_settings()
+    configure_logging(s.log_level if s.log_level != "info" else "warning", s.log_json)
+
+
+@main.command()
+@click.option("--society", "name", help="society name (new topics; rows tagged with it)")
+@click.option("--agents", type=int, help="number of agents")
+@click.option("--duration", type=float, help="wall-clock seconds to run (default 60 unless --ticks)")
+@click.option("--ticks", type=int, help="number of ticks to run (exact, reproducible length)")
+@click.option("--seed", type=int)
+@click.option("--mode", type=click.Choice(["sim", "realtime"]))
+@click.option("--tick-seconds", type=float, help="event-time seconds per tick")
+@click.option("--window-seconds", type=float, help="event-time window of the rolling metrics")
+@click.option("--stream-workers", type=int, default=None)
+@click.option("--agent-workers", type=int, default=None)
+def run(
+    name: str | None,
+    agents: int | None,
+    duration: float | None,
+    ticks: int | None,
+    seed: int | None,
+    mode: str | None,
+    tick_seconds: float | None,
+    window_seconds: float | None,
+    stream_workers: int | None,
+    agent_workers: int | None,
+) -> None:
+    """Run a society of N agents for a duration on the local stack, with live figures."""
+    from society.run import run_society
+
+    s = _settings(agents=agents, seed=seed, mode=mode, tick_seconds=tick_seconds, window_seconds=window_seconds)
+    society = name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    if ticks is None and duration is None:
+        duration = 60.0
+    summary = run_society(
+        s,
+        society=society,
+        ticks=ticks,
+        duration=duration,
+        stream_workers=stream_workers or s.stream_workers,
+        agent_workers=agent_workers or s.agent_workers,
+        console=console,
+    )
+    console.print(
+        f"[bold green]done[/bold green]: society [bold]{society}[/bold], {summary['ticks']:,} ticks, "
+        f"{summary['events']:,} events in {summary['seconds']:.1f} s. Query it with: "
+        f"society sql \"SELECT type, count() FROM events WHERE society = '{society}' GROUP BY type\""
+    )
+
+
+@main.command()
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")
+def sql(sql: str, fmt: str) -> None:
+    """Run SQL on the society's ClickHouse and print the result."""
+    from society.query import QueryError, run_query
+
+    try:
+        res = run_query(get_settings(), sql)
+    except QueryError as exc:
+        console.print(f"[red]query failed:[/red] {exc}", markup=True, highlight=False)
+        sys.exit(2)
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(res.columns, r, strict=True)) for r in res.rows], default=str))
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(res.columns)
+        w.writerows(res.rows)
+    else:
+        t = Table(show_header=True, header_style="bold")
+        for c in res.columns:
+            t.add_column(c, overflow="fold")
+        for r in res.rows:
+            # agent-written text is data: no rich markup interpretation
+            t.add_row(*(_cell(v) for v in r))
+        console.print(t)
+        console.print(f"{len(res.rows)} row(s)", style="dim")
+
+
+def _cell(v: Any) -> Any:
+    from rich.text import Text
+
+    if isinstance(v, float):
+        return Text(f"{v:.6g}")
+    return Text(str(v))
+
+
+@main.command()
+def status() -> None:
+    """Throughput, consumer lag (from the high watermark) and dead letters of the running stack."""
+    from society.status import print_status
+
+    sys.exit(print_status(get_settings(), console))
+
+
+@main.command()
+@click.option("--out", type=click.Path(path_type=Path), help="write to this file instead of stdout")
+def schema(out: Path | None) -> None:
+    """Export the event contract as JSON Schema (for non-Python producers)."""
+    from schemas.json_schema import event_json_schema
+
+    text = json.dumps(event_json_schema(), indent=2)
+    if out:
+        out.write_text(text + "\n")
+        console.print(f"wrote {out}")
+    else:
+        click.echo(text)
+
+
+@main.command()
+def topics() -> None:
+    """Print the topics of a society: name, key, partitions, writers and readers."""
+    from schemas.topics import topics_markdown
+
+    click.echo(topics_markdown())
+
+
+@main.command()
+@click.option("--agents", type=int, default=2000)
+@click.option("--ticks", type=int, default=300)
+@click.option("--seed", type=int, default=1)
+@click.option("--behaviour", "behaviour_file", type=click.Path(path_type=Path, exists=True))
+def calibrate(agents: int, ticks: int, seed: int, behaviour_file: Path | None) -> None:
+    """Run the stochastic brain offline and compare its society's shape with MoltBook's."""
+    from agents.behaviour import load_behaviour
+    from agents.offline import MOLTBOOK_TARGETS, simulate
+
+    s = get_settings()
+    b = load_behaviour(behaviour_file or s.behaviour_file)
+    res = simulate(
+        seed=seed, agents=agents, ticks=ticks, behaviour=b, start=datetime.fromisoformat(s.sim_start)
+    ).figures()
+    t = Table("figure", "simulated", "MoltBook", header_style="bold")
+    for k, v in res.items():
+        target = MOLTBOOK_TARGETS.get(k)
+        t.add_row(k, f"{v:,.4f}", "" if target is None else f"{target:.4f}")
+    console.print(t)
+
+
+if __name__ == "__main__":
+    main()

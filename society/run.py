@@ -1,0 +1,214 @@
+"""``society run``: start the local stack, drive the clock, show live figures, drain, summarise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agents.clock import Clock
+from agents.feed_cache import FeedCache
+from schemas import control
+from society.logs import get_logger
+from society.query import QueryError, Result, query_http
+from society.settings import Settings
+from society.stack import LocalStack
+
+log = get_logger(__name__)
+
+LIVE_METRICS = (
+    ("share_no_comment", "", "posts without a comment"),
+    ("mean_depth", "commented", "mean thread depth (commented posts)"),
+    ("cascade_size_powerlaw", "alpha", "cascade size power-law alpha"),
+    ("pagerank_top_share", "top10", "PageRank share of the top 10"),
+    ("topk_churn", "", "top-10 churn vs previous window"),
+    ("active_agents", "", "active agents (last window)"),
+)
+
+
+@dataclass
+class Figures:
+    events: int = 0
+    dead_letters: int = 0
+    windows: int = 0
+    rate: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+    by_type: dict[str, int] = field(default_factory=dict)
+
+
+def _q(url: str, sql: str) -> Result | None:
+    try:
+        return query_http(url, sql, timeout=10)
+    except (QueryError, OSError):
+        return None
+
+
+def collect(url: str, society: str) -> Figures:
+    f = Figures()
+    s = society.replace("'", "")
+    r = _q(url, f"SELECT type, count() FROM events WHERE society = '{s}' GROUP BY type ORDER BY type")
+    if r:
+        f.by_type = {str(t): int(n) for t, n in r.rows}
+        f.events = sum(f.by_type.values())
+    r = _q(url, f"SELECT count() FROM dead_letters WHERE society = '{s}'")
+    if r and r.rows:
+        f.dead_letters = int(r.rows[0][0])
+    r = _q(
+        url,
+        "SELECT metric, dim, argMax(value, window_start), uniqExact(window_start) FROM metrics "
+        f"WHERE society = '{s}' GROUP BY metric, dim",
+    )
+    if r:
+        for metric, dim, value, windows in r.rows:
+            f.metrics[f"{metric}|{dim}"] = float(value)
+            if metric == "events_total":
+                f.windows = int(windows)
+    return f
+
+
+def render(fig: Figures, progress: Progress, society: str) -> Group:
+    t = Table(title=f"society {society}", show_header=True, header_style="bold")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_row("events in ClickHouse", f"{fig.events:,}")
+    t.add_row("events/s (into ClickHouse)", f"{fig.rate:,.0f}")
+    for etype, n in sorted(fig.by_type.items()):
+        t.add_row(f"  {etype}", f"{n:,}")
+    t.add_row("dead letters", f"{fig.dead_letters:,}")
+    t.add_row("closed metric windows", f"{fig.windows:,}")
+    for metric, dim, label in LIVE_METRICS:
+        v = fig.metrics.get(f"{metric}|{dim}")
+        t.add_row(label, "-" if v is None else f"{v:.3f}")
+    return Group(progress, t)
+
+
+async def _drive(
+    settings: Settings,
+    stack: LocalStack,
+    society: str,
+    ticks: int | None,
+    duration: float | None,
+    console: Console,
+) -> dict[str, Any]:
+    url = await asyncio.to_thread(stack.sink_url)
+    feeds = FeedCache(stack.bootstrap, society, settings.partitions, settings.feed_size)
+    await feeds.start()
+    clock = Clock(settings, stack.bootstrap, society, feeds)
+    stop = asyncio.Event()
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    total = float(ticks) if ticks is not None else float(duration or 0)
+    task = progress.add_task("ticks" if ticks is not None else "seconds", total=total)
+    began = time.monotonic()
+    fig = Figures()
+    last = (time.monotonic(), 0)
+
+    def on_tick(t: int) -> None:
+        done = t + 1 if ticks is not None else min(total, time.monotonic() - began)
+        progress.update(task, completed=done)
+
+    async def refresh(live: Live) -> None:
+        nonlocal fig, last
+        while True:
+            new = await asyncio.to_thread(collect, url, society)
+            now = time.monotonic()
+            new.rate = (new.events - last[1]) / max(1e-6, now - last[0])
+            last = (now, new.events)
+            fig = new
+            live.update(render(fig, progress, society))
+            dead = stack.dead_children()
+            if dead:
+                stop.set()
+                raise RuntimeError(f"{dead[0].role} exited with {dead[0].process.returncode}; see {dead[0].log_path}")
+            await asyncio.sleep(1.0)
+
+    with Live(render(fig, progress, society), console=console, refresh_per_second=4, transient=False) as live:
+        refresher = asyncio.create_task(refresh(live))
+        try:
+            final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop, on_tick=on_tick)
+            progress.update(task, description="draining", completed=total)
+            await clock.wait_closed(final_tick, timeout=300)
+            window_us = int(settings.window_seconds * 1_000_000)
+            last_window = (clock.end_us - 1) - (clock.end_us - 1) % window_us
+            await _wait_drained(url, society, last_window, stack)
+        finally:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                await refresher
+            fig = await asyncio.to_thread(collect, url, society)
+            fig.rate = fig.events / max(1e-6, time.monotonic() - began)
+            live.update(render(fig, progress, society))
+            await feeds.stop()
+    return {"ticks": final_tick, "seconds": time.monotonic() - began, "events": fig.events, "end_us": clock.end_us}
+
+
+async def _wait_drained(url: str, society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
+    """Wait until the last window's metrics are stored and the sink has no lag."""
+    s = society.replace("'", "")
+    ts = control.from_us(last_window_us).strftime("%Y-%m-%d %H:%M:%S.%f")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = _q(
+            url,
+            f"SELECT count() FROM metrics WHERE society = '{s}' AND metric = 'events_total' "
+            f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
+        )
+        health = _health(url)
+        lag = sum(int(v) for v in (health.get("lag") or {}).values() if v is not None) if health else 1
+        if r and r.rows and int(r.rows[0][0]) > 0 and lag == 0:
+            return
+        if stack.dead_children():
+            c = stack.dead_children()[0]
+            raise RuntimeError(f"{c.role} exited with {c.process.returncode}; see {c.log_path}")
+        await asyncio.sleep(0.3)
+    raise TimeoutError("the pipeline did not drain in time")
+
+
+def _health(url: str) -> dict[str, Any]:
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())
+            return doc
+    except (OSError, ValueError):
+        return {}
+
+
+def run_society(
+    settings: Settings,
+    *,
+    society: str,
+    ticks: int | None,
+    duration: float | None,
+    stream_workers: int,
+    agent_workers: int,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Run a society on the local stack and return a summary; the stack is stopped afterwards."""
+    console = console or Console()
+    stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
+    console.print(
+        f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, mode {settings.mode}, "
+        f"{stream_workers} stream worker(s), {agent_workers} agent worker(s); ClickHouse {settings.clickhouse_url}"
+    )
+    try:
+        stack.start()
+        console.print(f"broker {stack.bootstrap}; logs in {stack.run_dir}")
+        summary = asyncio.run(_drive(settings, stack, society, ticks, duration, console))
+    finally:
+        stack.stop()
+    return summary

@@ -1,0 +1,145 @@
+"""The local stack: broker, stream workers, sink and agent workers as child processes of one command.
+
+``LocalStack.start`` starts the embedded Tansu broker unless ``KAFKA_BOOTSTRAP`` names a cluster, creates
+the society's topics, then starts the sink, the stream workers and the agent workers, each a separate
+Python process configured through the same environment variables as ``Settings``. It writes
+``<state_dir>/stack.json`` so ``society sql`` and ``society status`` can find the running stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from society.broker import LocalBroker, ensure_topics
+from society.logs import get_logger
+from society.settings import Settings
+
+log = get_logger(__name__)
+
+_ALIASES = {"kafka_bootstrap": "KAFKA_BOOTSTRAP", "clickhouse_url": "CLICKHOUSE_URL"}
+
+
+def settings_env(settings: Settings, **overrides: Any) -> dict[str, str]:
+    """Environment variables that reproduce ``settings`` (plus overrides) in a child process."""
+    env = dict(os.environ)
+    values = settings.model_dump()
+    values.update(overrides)
+    for name, value in values.items():
+        if value is None:
+            continue
+        key = _ALIASES.get(name, f"SOCIETY_{name.upper()}")
+        env[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+@dataclass
+class Child:
+    role: str
+    process: subprocess.Popen[bytes]
+    argv: list[str]
+    log_path: Path
+
+
+@dataclass
+class LocalStack:
+    settings: Settings
+    society: str
+    stream_workers: int = 1
+    agent_workers: int = 1
+    broker: LocalBroker | None = None
+    bootstrap: str = ""
+    children: list[Child] = field(default_factory=list)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.settings.state_dir / self.society
+
+    def start(self, *, agents: bool = True) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.settings.kafka_bootstrap:
+            self.bootstrap = self.settings.kafka_bootstrap
+        else:
+            self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log")
+            self.bootstrap = self.broker.bootstrap
+        asyncio.run(ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards))
+        self.spawn("sink")
+        for _ in range(self.stream_workers):
+            self.spawn("streams")
+        if agents:
+            for _ in range(self.agent_workers):
+                self.spawn("agents")
+        self.write_state()
+
+    def spawn(self, role: str) -> Child:
+        """Start one more process of ``role`` (sink, streams or agents)."""
+        n = sum(1 for c in self.children if c.role == role)
+        log_path = self.run_dir / f"{role}-{n}.log"
+        argv = [sys.executable, "-m", role, "--society", self.society, "--bootstrap", self.bootstrap]
+        env = settings_env(self.settings, state_dir=self.settings.state_dir.resolve(), log_json=True)
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        child = Child(role, proc, argv, log_path)
+        self.children.append(child)
+        log.info("stack.spawned", role=role, pid=proc.pid, log=str(log_path))
+        return child
+
+    def write_state(self) -> None:
+        state = {
+            "society": self.society,
+            "bootstrap": self.bootstrap,
+            "started_at": time.time(),
+            "processes": [{"role": c.role, "pid": c.process.pid, "log": str(c.log_path)} for c in self.children],
+        }
+        path = self.settings.state_dir / "stack.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(state, indent=2))
+
+    def sink_url(self, timeout: float = 60.0) -> str:
+        """The sink's query URL, once it is up."""
+        path = self.run_dir / "sink.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists():
+                try:
+                    return str(json.loads(path.read_text())["url"])
+                except (ValueError, KeyError):
+                    pass
+            sink = next((c for c in self.children if c.role == "sink"), None)
+            if sink is not None and sink.process.poll() is not None:
+                raise RuntimeError(f"the sink exited with code {sink.process.returncode}; see {sink.log_path}")
+            time.sleep(0.1)
+        raise TimeoutError(f"the sink did not come up within {timeout:.0f} s")
+
+    def dead_children(self) -> list[Child]:
+        return [c for c in self.children if c.process.poll() is not None]
+
+    def stop_role(self, role: str, timeout: float = 30.0) -> None:
+        procs = [c.process for c in self.children if c.role == role and c.process.poll() is None]
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def stop(self) -> None:
+        """Stop agents, then stream workers, then the sink (which flushes), then the broker."""
+        for role in ("agents", "streams", "sink"):
+            self.stop_role(role)
+        if self.broker is not None:
+            self.broker.stop()
+        state = self.settings.state_dir / "stack.json"
+        if state.exists():
+            state.unlink()
