@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -32,6 +33,7 @@ from schemas import control
 from schemas.events import Event, partition_key
 from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
 from schemas.wire import encode_event
+from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
 
@@ -74,24 +76,26 @@ class AgentWorker:
             fetch_max_wait_ms=10,
         )
         await consumer.start()
-        parts = None
-        for _ in range(100):
-            parts = consumer.partitions_for_topic(self.t_actions)
-            if parts:
-                break
-            await asyncio.sleep(0.1)
-        partitions = len(parts or ())
+        partitions = await partition_count(self.bootstrap, self.t_actions)
         feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size)
         await feeds.start()
         log.info("agents.started", society=self.society, agents=self.s.agents, shards=self.s.shards)
         try:
             while not stop.is_set():
                 batch = await consumer.getmany(timeout_ms=100)
-                for tp, records in batch.items():
-                    for rec in records:
-                        tick: control.Tick = control.loads(rec.value)
-                        await self._tick(tick, producer, feeds, partitions, stop)
-                    await consumer.commit({tp: records[-1].offset + 1})
+                if not batch:
+                    continue
+                # Every shard's tick of this fetch is decided and sent before one wait for all the acks:
+                # the barrier's round trip is paid once per tick, not once per shard.
+                futures: list[Awaitable[Any]] = []
+                ticks = sorted(
+                    (control.loads(rec.value) for records in batch.values() for rec in records),
+                    key=lambda k: (k["tick"], k["shard"]),
+                )
+                for tick in ticks:
+                    futures.extend(await self._tick(tick, producer, feeds, partitions, stop))
+                await asyncio.gather(*futures)
+                await consumer.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
         finally:
             await feeds.stop()
             with contextlib.suppress(Exception):
@@ -101,10 +105,11 @@ class AgentWorker:
 
     async def _tick(
         self, tick: control.Tick, producer: AIOKafkaProducer, feeds: FeedCache, partitions: int, stop: asyncio.Event
-    ) -> None:
+    ) -> list[Awaitable[Any]]:
+        """Decide and send one shard's tick; return the send futures (the caller awaits them)."""
         shard, t = tick["shard"], tick["tick"]
         origin_us = control.to_us(self.origin)
-        futures = []
+        futures: list[Awaitable[Any]] = []
         if tick["final"]:
             wm, mark_tick = tick["sim_time_us"], t
         else:
@@ -149,7 +154,7 @@ class AgentWorker:
             futures.append(
                 await producer.send(self.t_actions, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
             )
-        await asyncio.gather(*futures)
+        return futures
 
     def _acceptable(self, ev: Event, allowed: set[str]) -> bool:
         """A brain may only act for the agents it was asked about, in this society."""

@@ -178,6 +178,32 @@ def society_of_topic(topic: str) -> str:
     return topic
 
 
+IDENTITY_SQL: dict[str, str] = {
+    EVENTS_TABLE: "toString(event_id)",
+    METRICS_TABLE: "min(toString(metric_id))",  # a metrics record carries a list: its smallest id
+    DEAD_LETTERS_TABLE: "value",
+}
+"""Per table, the SQL expression that identifies a stored row; ``record_identity`` computes the same."""
+
+
+def record_identity(table: str, record: RecordLike) -> str:
+    """What identifies ``record`` once stored in ``table`` (``IDENTITY_SQL``); ``''`` if undecodable.
+
+    Events and metrics are identified by their id, dead letters (and records the sink rejected) by their
+    value text. Used to check that the record at a stored offset is still the one that was stored there.
+    """
+    if table == DEAD_LETTERS_TABLE:
+        return _text(record.value)
+    try:
+        doc = orjson.loads(record.value or b"")
+        if table == METRICS_TABLE:
+            docs = doc if isinstance(doc, list) else [doc]
+            return min(str(uuid.UUID(d["metric_id"])) for d in docs)
+        return str(uuid.UUID(doc["event_id"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ""
+
+
 def reject_row(record: RecordLike, reason: str, code: str = SINK_REJECT_CODE) -> list[Any]:
     """A ``dead_letters`` row for a record of the events/metrics topics that cannot become a row."""
     return [
@@ -248,23 +274,31 @@ def event_row(record: RecordLike) -> list[Any]:
     ]
 
 
-def metric_row(record: RecordLike) -> list[Any]:
-    """The ``metrics`` row of one metric record (columns ``METRIC_COLUMNS``). Raises if undecodable."""
+def metric_rows(record: RecordLike) -> list[list[Any]]:
+    """The ``metrics`` rows of one metric record (columns ``METRIC_COLUMNS``). Raises if undecodable.
+
+    A record holds one ``MetricEvent`` or a JSON array of them (the aggregator sends one array per metric
+    and window).
+    """
     if record.value is None:
         raise ValueError("record has no value")
     doc = orjson.loads(record.value)
+    docs = doc if isinstance(doc, list) else [doc]
     return [
-        uuid.UUID(doc["metric_id"]),
-        doc["society"],
-        doc["metric"],
-        from_us(int(doc["window_start_us"])),
-        from_us(int(doc["window_end_us"])),
-        _str(doc.get("dim")),
-        float(doc["value"]),
-        datetime.fromtimestamp(float(doc["emitted_at"]), UTC),
-        record.topic,
-        record.partition,
-        record.offset,
+        [
+            uuid.UUID(d["metric_id"]),
+            d["society"],
+            d["metric"],
+            from_us(int(d["window_start_us"])),
+            from_us(int(d["window_end_us"])),
+            _str(d.get("dim")),
+            float(d["value"]),
+            datetime.fromtimestamp(float(d["emitted_at"]), UTC),
+            record.topic,
+            record.partition,
+            record.offset,
+        ]
+        for d in docs
     ]
 
 
@@ -304,13 +338,18 @@ def _build(
     build: Any,
     rejects: list[list[Any]] | None,
     skip_control: bool,
+    many: bool = False,
 ) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for record in records:
         if skip_control and is_control(record):
             continue
         try:
-            rows.append(build(record))
+            built = build(record)
+            if many:
+                rows.extend(built)
+            else:
+                rows.append(built)
         except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
             if rejects is None:
                 raise ValueError(f"{record.topic}:{record.partition}:{record.offset}: {exc!r}") from exc
@@ -331,7 +370,7 @@ def rows_for_metrics(
     records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
 ) -> list[list[Any]]:
     """``metrics`` rows of metric records (``schemas.control.MetricEvent``); errors as ``rows_for_events``."""
-    return _build(records, metric_row, rejects, skip_control=True)
+    return _build(records, metric_rows, rejects, skip_control=True, many=True)
 
 
 def rows_for_dead_letters(records: Iterable[RecordLike]) -> list[list[Any]]:

@@ -8,9 +8,15 @@ Delivery is at least once, rows are effectively once. The contract, per partitio
   commit of ``last + 1``. The offset is never committed before the insert returned. A failed insert is
   retried, same batch and same token, with backoff (at most 5 s between tries): data is never skipped.
   A batch holding only watermark control records inserts nothing and still commits.
-- On assignment, each partition seeks to ``max(_offset) + 1`` of the rows already stored for it, so
-  rows inserted by a process that died before its commit are not inserted again; the token covers a retry
-  within a process; ``ReplacingMergeTree`` (query with ``FINAL``) is the last backstop.
+- On assignment, each partition resumes after ``max(_offset)`` of the rows already stored for it, so
+  rows inserted by a process that died before its commit are not inserted again; the token covers a
+  retry within a process; ``ReplacingMergeTree`` (query with ``FINAL``) is the last backstop. The resume
+  relies on an insert being all or nothing: ClickHouse squashes an insert of fewer than ~1M rows (and
+  256 MiB) into one part, so keep ``sink_batch_rows`` well below that.
+- To resume, the sink seeks to ``max(_offset)`` itself and drops that record after checking it is the one
+  stored there. If the broker lost the topic (Tansu keeps topics in memory only) while ClickHouse kept
+  the rows, new records reuse old offsets: the sink then stops with ``PartitionMismatch`` rather than skip
+  them or let their tokens collide with old ones.
 - Every ClickHouse call (inserts, the seek queries, the HTTP queries) runs on one dedicated thread: chDB
   calls block and must all come from the same thread.
 
@@ -46,12 +52,14 @@ from sinks.clickhouse import (
     DEAD_LETTERS_TABLE,
     EVENT_COLUMNS,
     EVENTS_TABLE,
+    IDENTITY_SQL,
     METRIC_COLUMNS,
     METRICS_TABLE,
     RecordLike,
     connect,
     ensure_schema,
     is_control,
+    record_identity,
     rows_for_dead_letters,
     rows_for_events,
     rows_for_metrics,
@@ -156,6 +164,11 @@ class SinkStats:
         }
 
 
+class PartitionMismatch(RuntimeError):
+    """A partition does not hold what the sink expects: the record at the stored offset is another one, or
+    offsets went backwards (the topic was recreated or truncated). The sink stops rather than guess."""
+
+
 class _Stopping(Exception):
     """A batch could not be inserted and the sink is stopping: leave it uncommitted."""
 
@@ -219,6 +232,8 @@ class ClickHouseSink:
         self._client: Any = None
         self._consumer: Any = None
         self._pending: dict[Any, _Pending] = {}
+        self._verify: dict[Any, tuple[int, str, str]] = {}
+        self._next: dict[Any, int] = {}
         self._lock = asyncio.Lock()
         self._stop: asyncio.Event = asyncio.Event()
 
@@ -242,20 +257,27 @@ class ClickHouseSink:
             self._client.close()
             self._client = None
 
-    def _stored_max_offset(self, topic: str, partition: int) -> int | None:
-        """Highest offset of ``topic:partition`` already stored (its table and its rejects), or None."""
-        tables = {self._targets[topic].table, DEAD_LETTERS_TABLE}
-        best: int | None = None
-        for table in sorted(tables):
+    def _resume_point(self, topic: str, partition: int) -> tuple[int, str, str] | None:
+        """The highest offset of ``topic:partition`` already stored (in its table or among the sink's
+        rejects), with that table and the stored row's identity; None when nothing is stored."""
+        where = " WHERE _topic = {t:String} AND _partition = {p:UInt32}"
+        params = {"t": topic, "p": partition}
+        best: tuple[int, str] | None = None
+        for table in sorted({self._targets[topic].table, DEAD_LETTERS_TABLE}):
             result = self._client.query(
-                f"SELECT count(), max(_offset) FROM {table}"
-                " WHERE _topic = {t:String} AND _partition = {p:UInt32}",
-                parameters={"t": topic, "p": partition},
+                f"SELECT count(), max(_offset) FROM {table}{where}", parameters=params
             )
             count, top = result.result_rows[0]
-            if count:
-                best = int(top) if best is None else max(best, int(top))
-        return best
+            if count and (best is None or int(top) > best[0]):
+                best = (int(top), table)
+        if best is None:
+            return None
+        offset, table = best
+        result = self._client.query(
+            f"SELECT {IDENTITY_SQL[table]} FROM {table}{where} AND _offset = {{o:UInt64}} LIMIT 1",
+            parameters={**params, "o": offset},
+        )
+        return offset, table, str(result.result_rows[0][0])
 
     def _insert_batch(self, target: _Target, records: list[Any], token: str) -> tuple[int, int]:
         """Build and insert one batch; returns (rows inserted into the target, rejected records)."""
@@ -330,6 +352,17 @@ class ClickHouseSink:
             self.stats.latencies_ms.append(ms)
         self.stats.rows[target.table] += rows
         self.stats.rows[DEAD_LETTERS_TABLE] += rejected
+        committed = True
+        try:
+            await self._consumer.commit({tp: last + 1})
+            self.stats.committed[_tp_name(tp)] = last + 1
+        except (KafkaError, AssertionError) as exc:
+            # The rows are stored: after the next assignment the seek past max(_offset) skips them.
+            committed = False
+            self.stats.commit_errors += 1
+            log.warning(
+                "sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc)
+            )
         log.info(
             "sink.flushed",
             topic=tp.topic,
@@ -342,16 +375,8 @@ class ClickHouseSink:
             table=target.table,
             latency_ms=round(ms, 2),
             rows_per_s=round(rows / elapsed) if rows and elapsed > 0 else None,
+            committed=committed,
         )
-        try:
-            await self._consumer.commit({tp: last + 1})
-            self.stats.committed[_tp_name(tp)] = last + 1
-        except (KafkaError, AssertionError) as exc:
-            # The rows are stored: after the next assignment the seek past max(_offset) skips them.
-            self.stats.commit_errors += 1
-            log.warning(
-                "sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc)
-            )
 
     async def _flush_due(self, force: bool = False) -> None:
         """Flush every batch that is full, too old, or (``force``) not empty."""
@@ -383,25 +408,71 @@ class ClickHouseSink:
             self.stats.lag.clear()
 
     async def _on_assigned(self, assigned: list[Any]) -> None:
-        """Seek each new partition past the offsets already stored in ClickHouse."""
-        async with self._lock:
-            for tp in list(self._pending):
-                if self._pending[tp].records:
-                    log.warning(
-                        "sink.pending_dropped", partition=_tp_name(tp), records=len(self._pending[tp].records)
+        """Seek each new partition to resume after the offsets already stored in ClickHouse.
+
+        aiokafka keeps fetching while this coroutine awaits, so the partitions are paused first (before
+        any await) and resumed once positioned: otherwise records fetched from the committed offset and
+        again after the seek would be inserted twice.
+        """
+        self._consumer.pause(*assigned)
+        try:
+            async with self._lock:
+                for tp, pending in self._pending.items():
+                    if pending.records:
+                        log.warning(
+                            "sink.pending_dropped", partition=_tp_name(tp), records=len(pending.records)
+                        )
+                self._pending.clear()
+                self.stats.pending.clear()
+                self._verify.clear()
+                self._next.clear()
+                for tp in sorted(assigned, key=_tp_name):
+                    stored = await self._call(self._resume_point, tp.topic, tp.partition)
+                    if stored is not None:
+                        # Re-read the last stored record to check it; _checked drops it, so the first new
+                        # record handled is max(_offset) + 1.
+                        self._consumer.seek(tp, stored[0])
+                        self._verify[tp] = stored
+                        self._next[tp] = stored[0]
+                    log.info(
+                        "sink.partition_assigned",
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        seek_to=None if stored is None else stored[0] + 1,
                     )
-            self._pending.clear()
-            self.stats.pending.clear()
-            for tp in sorted(assigned, key=_tp_name):
-                stored = await self._call(self._stored_max_offset, tp.topic, tp.partition)
-                if stored is not None:
-                    self._consumer.seek(tp, stored + 1)
-                log.info(
-                    "sink.partition_assigned",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    seek_to=None if stored is None else stored + 1,
+        finally:
+            self._consumer.resume(*assigned)
+
+    def _checked(self, tp: Any, records: list[Any]) -> list[Any]:
+        """``records`` of ``tp`` as fetched, checked and without the re-read last stored record.
+
+        The first fetch after a resume must start with the record stored at ``max(_offset)`` (it is
+        dropped); later fetches must continue forward. Anything else raises ``PartitionMismatch``.
+        """
+        first = records[0]
+        expected = self._next.get(tp)
+        self._next[tp] = records[-1].offset + 1
+        check = self._verify.pop(tp, None)
+        if check is not None:
+            offset, table, identity = check
+            if first.offset > offset:
+                log.warning(
+                    "sink.resume_unverified", partition=_tp_name(tp), stored=offset, first=first.offset
                 )
+                return records
+            if first.offset < offset or record_identity(table, first) != identity:
+                raise PartitionMismatch(
+                    f"{_tp_name(tp)}: offset {first.offset} is not the record stored at offset {offset} in"
+                    f" {table}; the broker lost or recreated the topic (Tansu keeps topics in memory only)"
+                    " while ClickHouse kept the rows: use a new society name or another CLICKHOUSE_URL"
+                )
+            return records[1:]
+        if expected is not None and first.offset < expected:
+            raise PartitionMismatch(
+                f"{_tp_name(tp)}: offset {first.offset} arrived after offset {expected - 1}; offsets went"
+                " backwards (the topic was recreated or truncated)"
+            )
+        return records
 
     # --- the loop ----------------------------------------------------------------------------------------
 
@@ -410,8 +481,9 @@ class ClickHouseSink:
         for tp in consumer.assignment():
             try:
                 high = consumer.highwater(tp)
-                position = await consumer.position(tp) if high is not None else None
-            except (KafkaError, AssertionError):
+                # position() waits while a partition has no position (being reset): never block on it.
+                position = await asyncio.wait_for(consumer.position(tp), 0.05) if high is not None else None
+            except (KafkaError, AssertionError, TimeoutError):
                 continue
             self.stats.lag[_tp_name(tp)] = (
                 None if high is None or position is None else max(0, high - position)
@@ -424,8 +496,11 @@ class ClickHouseSink:
             # No await between getmany and the append: a rebalance callback cannot slip in between.
             now = time.monotonic()
             assignment = consumer.assignment()
-            for tp, records in fetched.items():
-                if not records or tp not in assignment:
+            for tp, fetched_records in fetched.items():
+                if not fetched_records or tp not in assignment:
+                    continue
+                records = self._checked(tp, fetched_records)
+                if not records:
                     continue
                 pending = self._pending.get(tp)
                 if pending is None:

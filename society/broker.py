@@ -122,3 +122,21 @@ async def ensure_topics(bootstrap: str, society: str, partitions: int, shards: i
             await asyncio.sleep(0.1)
     finally:
         await admin.close()
+
+
+async def partition_count(bootstrap: str, topic: str, timeout: float = 30.0) -> int:
+    """Number of partitions of ``topic`` (waits for it to exist)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    await admin.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            meta = await admin.describe_topics([topic])
+            parts = meta[0].get("partitions") if meta else None
+            if meta and meta[0].get("error_code", 0) == 0 and parts:
+                return len(parts)
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"topic {topic} does not exist")
+            await asyncio.sleep(0.2)
+    finally:
+        await admin.close()

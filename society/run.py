@@ -73,6 +73,19 @@ def collect(url: str, society: str) -> Figures:
     return f
 
 
+def line(fig: Figures, task: Any) -> str:
+    """One-line progress for logs."""
+    parts = [f"{task.description} {task.completed:,.0f}/{task.total:,.0f}", f"events {fig.events:,}"]
+    parts.append(f"{fig.rate:,.0f}/s")
+    parts.append(f"dead letters {fig.dead_letters:,}")
+    parts.append(f"windows {fig.windows}")
+    for metric, dim, label in LIVE_METRICS[:4]:
+        v = fig.metrics.get(f"{metric}|{dim}")
+        if v is not None:
+            parts.append(f"{label} {v:.3f}")
+    return " | ".join(parts)
+
+
 def render(fig: Figures, progress: Progress, society: str) -> Group:
     t = Table(title=f"society {society}", show_header=True, header_style="bold")
     t.add_column("figure")
@@ -127,26 +140,50 @@ async def _drive(
             new.rate = (new.events - last[1]) / max(1e-6, now - last[0])
             last = (now, new.events)
             fig = new
-            live.update(render(fig, progress, society))
+            if console.is_terminal:
+                live.update(render(fig, progress, society))
+            else:  # a log, not a screen: one line every few seconds
+                console.print(line(fig, progress.tasks[0]), highlight=False)
+            await asyncio.sleep(1.0 if console.is_terminal else 5.0)
+
+    async def watchdog() -> None:
+        while True:
             dead = stack.dead_children()
             if dead:
-                stop.set()
-                raise RuntimeError(f"{dead[0].role} exited with {dead[0].process.returncode}; see {dead[0].log_path}")
-            await asyncio.sleep(1.0)
+                c = dead[0]
+                raise RuntimeError(f"{c.role} exited with code {c.process.returncode}; see {c.log_path}")
+            await asyncio.sleep(0.5)
 
-    with Live(render(fig, progress, society), console=console, refresh_per_second=4, transient=False) as live:
+    async def flow() -> int:
+        final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop, on_tick=on_tick)
+        progress.update(task, description="draining", completed=total)
+        await clock.wait_closed(final_tick, timeout=300)
+        window_us = int(settings.window_seconds * 1_000_000)
+        last_window = (clock.end_us - 1) - (clock.end_us - 1) % window_us
+        await _wait_drained(url, society, last_window, stack)
+        return final_tick
+
+    with Live(
+        render(fig, progress, society),
+        console=console,
+        refresh_per_second=4,
+        transient=False,
+        auto_refresh=console.is_terminal,
+    ) as live:
         refresher = asyncio.create_task(refresh(live))
+        main_task = asyncio.create_task(flow())
+        guard = asyncio.create_task(watchdog())
         try:
-            final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop, on_tick=on_tick)
-            progress.update(task, description="draining", completed=total)
-            await clock.wait_closed(final_tick, timeout=300)
-            window_us = int(settings.window_seconds * 1_000_000)
-            last_window = (clock.end_us - 1) - (clock.end_us - 1) % window_us
-            await _wait_drained(url, society, last_window, stack)
+            await asyncio.wait([main_task, guard], return_when=asyncio.FIRST_COMPLETED)
+            if guard.done():
+                main_task.cancel()
+                guard.result()  # raises the child's failure
+            final_tick = main_task.result()
         finally:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, RuntimeError):
-                await refresher
+            for t in (refresher, guard, main_task):
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RuntimeError):
+                    await t
             fig = await asyncio.to_thread(collect, url, society)
             fig.rate = fig.events / max(1e-6, time.monotonic() - began)
             live.update(render(fig, progress, society))
@@ -169,9 +206,6 @@ async def _wait_drained(url: str, society: str, last_window_us: int, stack: Loca
         lag = sum(int(v) for v in (health.get("lag") or {}).values() if v is not None) if health else 1
         if r and r.rows and int(r.rows[0][0]) > 0 and lag == 0:
             return
-        if stack.dead_children():
-            c = stack.dead_children()[0]
-            raise RuntimeError(f"{c.role} exited with {c.process.returncode}; see {c.log_path}")
         await asyncio.sleep(0.3)
     raise TimeoutError("the pipeline did not drain in time")
 

@@ -25,7 +25,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "SOCIETY_KAFKA_BOOTSTRAP")
     )
     clickhouse_url: str = Field(
-        default="chdb:///./.society/clickhouse",
+        default_factory=lambda: f"chdb://{Path('.society/clickhouse').resolve()}",
         validation_alias=AliasChoices("CLICKHOUSE_URL", "SOCIETY_CLICKHOUSE_URL"),
     )
     state_dir: Path = Path(".society")

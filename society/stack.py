@@ -71,7 +71,7 @@ class LocalStack:
             self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log")
             self.bootstrap = self.broker.bootstrap
         asyncio.run(ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards))
-        self.spawn("sink")
+        self.spawn("sinks")
         for _ in range(self.stream_workers):
             self.spawn("streams")
         if agents:
@@ -113,7 +113,7 @@ class LocalStack:
                     return str(json.loads(path.read_text())["url"])
                 except (ValueError, KeyError):
                     pass
-            sink = next((c for c in self.children if c.role == "sink"), None)
+            sink = next((c for c in self.children if c.role == "sinks"), None)
             if sink is not None and sink.process.poll() is not None:
                 raise RuntimeError(f"the sink exited with code {sink.process.returncode}; see {sink.log_path}")
             time.sleep(0.1)
@@ -136,7 +136,7 @@ class LocalStack:
 
     def stop(self) -> None:
         """Stop agents, then stream workers, then the sink (which flushes), then the broker."""
-        for role in ("agents", "streams", "sink"):
+        for role in ("agents", "streams", "sinks"):
             self.stop_role(role)
         if self.broker is not None:
             self.broker.stop()

@@ -38,6 +38,7 @@ from schemas.topics import (
     Role,
     topic_name,
 )
+from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
 from streams.partition_state import Accepted, PartitionState, Rejected
@@ -111,13 +112,7 @@ class ActionProcessor:
             max_partition_fetch_bytes=8 << 20,
         )
         await self.consumer.start()
-        parts = self.consumer.partitions_for_topic(self.t_actions)
-        for _ in range(100):
-            if parts:
-                break
-            await asyncio.sleep(0.1)
-            parts = self.consumer.partitions_for_topic(self.t_actions)
-        self.partitions = len(parts or ())
+        self.partitions = await partition_count(self.bootstrap, self.t_actions)
         self.consumer.subscribe([self.t_actions], listener=_Rebalance(self))
         log.info("processor.started", society=self.society, partitions=self.partitions)
         try:

@@ -43,7 +43,9 @@ from sinks.clickhouse import (
     DEAD_LETTER_COLUMNS,
     EVENT_COLUMNS,
     METRIC_COLUMNS,
+    METRICS_TABLE,
     SINK_REJECT_CODE,
+    record_identity,
     rows_for_dead_letters,
     rows_for_events,
     rows_for_metrics,
@@ -277,3 +279,25 @@ def test_schema_statements() -> None:
         assert s.startswith("--")
         if "CREATE TABLE" in s:
             assert "non_replicated_deduplication_window = 1000" in s
+
+
+def test_metric_rows_from_an_array_record() -> None:
+    """The aggregator sends one JSON array per metric and window: one row per element, same offset."""
+    start = AT
+    events: list[MetricEvent] = [
+        {
+            "metric_id": metric_id("s1", "depth_hist", to_us(start), str(d)),
+            "society": "s1",
+            "metric": "depth_hist",
+            "window_start_us": to_us(start),
+            "window_end_us": to_us(start) + 3_600_000_000,
+            "dim": str(d),
+            "value": float(10 - d),
+            "emitted_at": 1_769_600_000.0,
+        }
+        for d in range(3)
+    ]
+    rec = Record("society.s1.metrics", 0, 7, b"depth_hist", orjson.dumps(events), [])
+    rows = [dict(zip(METRIC_COLUMNS, r, strict=True)) for r in rows_for_metrics([rec])]
+    assert [(r["dim"], r["value"], r["_offset"]) for r in rows] == [(str(d), float(10 - d), 7) for d in range(3)]
+    assert record_identity(METRICS_TABLE, rec) == min(e["metric_id"] for e in events)

@@ -1,0 +1,50 @@
+# Every target does its own setup: `make demo` and `make test` work on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONDONTWRITEBYTECODE := 1
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo test test-unit test-integration lint bench clean
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install the project with its dev tools
+
+demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, then query it
+	@rm -rf .society/demo-clickhouse
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --duration 60
+	@echo; echo "== Example queries (society sql \"...\")"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	  "SELECT type, count() AS events, uniqExact(actor) AS agents FROM events WHERE society = 'demo' GROUP BY type ORDER BY events DESC"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	  "SELECT max_depth AS depth, count() AS posts, round(100 * count() / sum(count()) OVER (), 2) AS pct FROM threads WHERE society = 'demo' GROUP BY depth ORDER BY depth"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	  "SELECT window_start, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('cascade_size_powerlaw') AND dim IN ('alpha', 'xmin') ORDER BY window_start DESC, dim LIMIT 6"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	  "SELECT window_start, metric, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('pagerank_top_share', 'topk_churn', 'share_no_comment') ORDER BY window_start DESC, metric, dim LIMIT 10"
+
+test: $(STAMP) ## Run the whole test suite (unit + integration on the real broker and chDB)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-unit: $(STAMP) ## Unit tests only
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+lint: $(STAMP) ## ruff and mypy --strict
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: $(STAMP) ## Measure producer, processor, sink, end-to-end and consume-ceiling rates (see BENCHMARKS.md)
+	$(BIN)/python -m bench.pipeline
+
+clean: ## Remove the virtualenv and local state
+	rm -rf $(VENV) .society .mypy_cache .ruff_cache
