@@ -81,6 +81,32 @@ def run(
 
 
 @main.command()
+@click.option("--society", "name", required=True)
+@click.option("--ticks", type=int)
+@click.option("--duration", type=float)
+def clock(name: str, ticks: int | None, duration: float | None) -> None:
+    """Drive the simulation clock of a society whose workers already run (e.g. docker compose)."""
+    import asyncio
+
+    from society.run import drive_clock
+
+    s = get_settings()
+    if not s.kafka_bootstrap:
+        raise click.UsageError("KAFKA_BOOTSTRAP must name the cluster the workers use")
+    if ticks is None and duration is None:
+        duration = 60.0
+    n, _ = asyncio.run(
+        drive_clock(s, s.kafka_bootstrap, name, ticks=ticks, duration=duration, on_tick=_print_tick)
+    )
+    console.print(f"{n} ticks; every window of society {name} is closed")
+
+
+def _print_tick(t: int) -> None:
+    if t % 50 == 0:
+        console.print(f"tick {t}", highlight=False)
+
+
+@main.command()
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")
 def sql(sql: str, fmt: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from rich.table import Table
 from agents.clock import Clock
 from agents.feed_cache import FeedCache
 from schemas import control
+from schemas.topics import Role, topic_name
+from society.broker import partition_count
 from society.logs import get_logger
 from society.query import QueryError, Result, query_http
 from society.settings import Settings
@@ -160,7 +163,7 @@ async def _drive(
         await clock.wait_closed(final_tick, timeout=300)
         window_us = int(settings.window_seconds * 1_000_000)
         last_window = (clock.end_us - 1) - (clock.end_us - 1) % window_us
-        await _wait_drained(url, society, last_window, stack)
+        await wait_drained(society, last_window, stack)
         return final_tick
 
     with Live(
@@ -191,12 +194,42 @@ async def _drive(
     return {"ticks": final_tick, "seconds": time.monotonic() - began, "events": fig.events, "end_us": clock.end_us}
 
 
-async def _wait_drained(url: str, society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
+async def drive_clock(
+    settings: Settings,
+    bootstrap: str,
+    society: str,
+    *,
+    ticks: int | None,
+    duration: float | None,
+    stop: asyncio.Event | None = None,
+    on_tick: Callable[[int], None] = lambda t: None,
+) -> tuple[int, int]:
+    """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
+    partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
+    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size)
+    await feeds.start()
+    try:
+        clock = Clock(settings, bootstrap, society, feeds)
+        final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop or asyncio.Event(), on_tick=on_tick)
+        await clock.wait_closed(final_tick, timeout=300)
+        return final_tick, clock.end_us
+    finally:
+        await feeds.stop()
+
+
+def last_window_start(settings: Settings, end_us: int) -> int:
+    """Start of the last metric window of a run that ended at ``end_us``."""
+    window_us = int(settings.window_seconds * 1_000_000)
+    return (end_us - 1) - (end_us - 1) % window_us
+
+
+async def wait_drained(society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
     """Wait until the last window's metrics are stored and the sink has no lag."""
     s = society.replace("'", "")
     ts = control.from_us(last_window_us).strftime("%Y-%m-%d %H:%M:%S.%f")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        url = await asyncio.to_thread(stack.sink_url)  # re-read: a restarted sink has a new port
         r = _q(
             url,
             f"SELECT count() FROM metrics WHERE society = '{s}' AND metric = 'events_total' "

@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Settings shared by the CLI, broker, stream workers, sink and agent workers."""
 
-    model_config = SettingsConfigDict(env_prefix="SOCIETY_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SOCIETY_", frozen=True, extra="ignore", populate_by_name=True)
 
     # --- where things are ---------------------------------------------------------------------
     kafka_bootstrap: str | None = Field(

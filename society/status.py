@@ -29,7 +29,7 @@ async def highwaters(bootstrap: str, topics: list[str]) -> dict[TopicPartition, 
     try:
         tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
         if not tps:
-            await c.force_metadata_update()
+            await c.topics()  # loads metadata of every topic
             tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
         c.assign(tps)
         for tp in tps:
