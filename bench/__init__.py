@@ -1,0 +1,1 @@
+"""Benchmarks of the pipeline: ``python -m bench.pipeline`` (see BENCHMARKS.md)."""

@@ -1,0 +1,79 @@
+"""``python -m bench.producer --bootstrap B --topic T --file F``: produce a record file at full speed.
+
+A separate process so that its peak RSS is the producer's own (the file is streamed in chunks) and so
+that the benchmark process does not share its CPU time. aiokafka producer, ``acks=all``, ``linger_ms=5``,
+1 MiB batches (the agent workers' settings); events are keyed (default partitioner), watermarks go to
+their partition with the ``society-kind: watermark`` header. Prints one JSON line: wall-clock time of the
+first send and of the last acknowledgement, and the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+
+from bench.dataset import KIND_MARK, read_records
+from schemas.topics import HEADER_KIND, KIND_WATERMARK
+
+MAX_IN_FLIGHT = 100_000
+
+
+async def produce(bootstrap: str, topic: str, path: Path) -> dict[str, Any]:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        max_batch_size=1 << 20,
+        max_request_size=8 << 20,
+    )
+    await producer.start()
+    headers = [(HEADER_KIND, KIND_WATERMARK)]
+    pending: deque[Awaitable[Any]] = deque()
+    events = marks = 0
+    first: float | None = None
+    try:
+        for kind, partition, key, value in read_records(path):
+            if first is None:
+                first = time.time()
+            if kind == KIND_MARK:
+                fut = await producer.send(topic, value, partition=partition, headers=headers)
+                marks += 1
+            else:
+                fut = await producer.send(topic, value, key=key)
+                events += 1
+            pending.append(fut)
+            if len(pending) >= MAX_IN_FLIGHT:
+                while len(pending) > MAX_IN_FLIGHT // 2:
+                    await pending.popleft()
+        await asyncio.gather(*pending)
+        done = time.time()
+    finally:
+        await producer.stop()
+    return {"first_send": first, "last_ack": done, "events": events, "marks": marks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.producer", description=__doc__)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--file", required=True, type=Path)
+    args = parser.parse_args(argv)
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        result = runner.run(produce(args.bootstrap, args.topic, args.file))
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
