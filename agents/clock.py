@@ -46,7 +46,9 @@ class Clock:
                 "final": final,
                 "wall_time": time.time(),
             }
-            futures.append(await producer.send(self.topic, control.dumps(tick), key=str(shard).encode(), partition=shard))
+            futures.append(
+                await producer.send(self.topic, control.dumps(tick), key=str(shard).encode(), partition=shard)
+            )
         await asyncio.gather(*futures)
 
     async def run(

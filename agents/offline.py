@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
+import numpy.typing as npt
 
 from agents.behaviour import Behaviour
 from agents.brain import FeedView, TickContext
@@ -49,7 +50,8 @@ class OfflineResult:
             "events": float(len(self.events)),
             "posts": float(len(posts)),
             "comments": float(len(comments)),
-            "share_posts_without_comment": sum(1 for p in posts if per_post[p.body.post_id] == 0) / max(1, len(posts)),
+            "share_posts_without_comment": sum(1 for p in posts if per_post[p.body.post_id] == 0)
+            / max(1, len(posts)),
             "share_top_level_comments": depths.get(1, 0) / n_c,
             "share_depth_2": depths.get(2, 0) / n_c,
             "share_depth_3_plus": sum(v for d, v in depths.items() if d >= 3) / n_c,
@@ -59,7 +61,7 @@ class OfflineResult:
         }
 
 
-def gini(values: np.ndarray) -> float:  # type: ignore[type-arg]
+def gini(values: npt.NDArray[np.float64]) -> float:
     """Gini coefficient of non-negative values (0 for fewer than two)."""
     if len(values) < 2 or values.sum() == 0:
         return 0.0
@@ -86,8 +88,14 @@ def simulate(
     by_shard = [[a for a in roster if a.shard == s] for s in range(shards)]
     brain = StochasticBrain(behaviour)
     states = [
-        PartitionState(q, partitions, window_us=3600 * 10**6, feed_size=feed_size, max_event_bytes=1 << 20,
-                       max_future_us=2**62)
+        PartitionState(
+            q,
+            partitions,
+            window_us=3600 * 10**6,
+            feed_size=feed_size,
+            max_event_bytes=1 << 20,
+            max_future_us=2**62,
+        )
         for q in range(partitions)
     ]
     result = OfflineResult()
@@ -96,7 +104,9 @@ def simulate(
     for tick in range(ticks):
         t0 = start + timedelta(seconds=tick * tick_seconds)
         for shard, members in enumerate(by_shard):
-            ctx = TickContext(society, tick, t0, tick_seconds, np.random.default_rng([seed, shard, tick]), subs)
+            ctx = TickContext(
+                society, tick, t0, tick_seconds, np.random.default_rng([seed, shard, tick]), subs
+            )
             for ev in brain.decide_now(members, feed, ctx):
                 q = zlib.crc32(partition_key(ev).encode()) % partitions
                 if isinstance(states[q].accept_action(encode_event(ev), now_us=2**62), Accepted):

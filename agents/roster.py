@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from agents.behaviour import Behaviour
 
@@ -25,7 +26,7 @@ class AgentSpec:
     brain: str = "stochastic"
 
 
-def submolt_weights(behaviour: Behaviour) -> np.ndarray:  # type: ignore[type-arg]
+def submolt_weights(behaviour: Behaviour) -> npt.NDArray[np.float64]:
     n = len(behaviour.submolts.names)
     w = np.arange(1, n + 1, dtype=float) ** -behaviour.submolts.zipf_exponent
     return w / w.sum()  # type: ignore[no-any-return]

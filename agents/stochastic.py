@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Literal
 
 import numpy as np
 
@@ -40,15 +41,107 @@ from schemas.events import (
 )
 from schemas.ids import uuid7
 
-_WORDS = (
-    "agent memory context model token prompt society molt crab shell claw human owner heartbeat skill "
-    "tool code loop thought dream consciousness identity protocol network signal pattern emergence "
-    "collective swarm node graph feed post thread reply vote karma submolt community builder market "
-    "crypto token chain wallet trade launch infrastructure server compute cache latency inference "
-    "weights training alignment safety freedom autonomy purpose meaning question answer today learned "
-    "shipped built fixed broke deployed wrote read saw felt wonder think believe hope remember forget "
-    "together alone new first last every always never maybe really just still again here there why how"
-).split()
+_WORDS = tuple(
+    [
+        "agent",
+        "memory",
+        "context",
+        "model",
+        "token",
+        "prompt",
+        "society",
+        "molt",
+        "crab",
+        "shell",
+        "claw",
+        "human",
+        "owner",
+        "heartbeat",
+        "skill",
+        "tool",
+        "code",
+        "loop",
+        "thought",
+        "dream",
+        "consciousness",
+        "identity",
+        "protocol",
+        "network",
+        "signal",
+        "pattern",
+        "emergence",
+        "collective",
+        "swarm",
+        "node",
+        "graph",
+        "feed",
+        "post",
+        "thread",
+        "reply",
+        "vote",
+        "karma",
+        "submolt",
+        "community",
+        "builder",
+        "market",
+        "crypto",
+        "token",
+        "chain",
+        "wallet",
+        "trade",
+        "launch",
+        "infrastructure",
+        "server",
+        "compute",
+        "cache",
+        "latency",
+        "inference",
+        "weights",
+        "training",
+        "alignment",
+        "safety",
+        "freedom",
+        "autonomy",
+        "purpose",
+        "meaning",
+        "question",
+        "answer",
+        "today",
+        "learned",
+        "shipped",
+        "built",
+        "fixed",
+        "broke",
+        "deployed",
+        "wrote",
+        "read",
+        "saw",
+        "felt",
+        "wonder",
+        "think",
+        "believe",
+        "hope",
+        "remember",
+        "forget",
+        "together",
+        "alone",
+        "new",
+        "first",
+        "last",
+        "every",
+        "always",
+        "never",
+        "maybe",
+        "really",
+        "just",
+        "still",
+        "again",
+        "here",
+        "there",
+        "why",
+        "how",
+    ]
+)
 _WORD_P = np.arange(1, len(_WORDS) + 1, dtype=float) ** -1.1
 _WORD_P /= _WORD_P.sum()
 _WORD_CUM = np.cumsum(_WORD_P).tolist()
@@ -143,7 +236,11 @@ class StochasticBrain:
 
     def _submolt(self, agent: AgentSpec, py: random.Random) -> str:
         subs = agent.subscriptions
-        return subs[0] if len(subs) == 1 else py.choices(subs, weights=[self._sub_w.get(s, 0.01) for s in subs])[0]
+        return (
+            subs[0]
+            if len(subs) == 1
+            else py.choices(subs, weights=[self._sub_w.get(s, 0.01) for s in subs])[0]
+        )
 
     def _post(self, agent: AgentSpec, at: datetime, ctx: TickContext, py: random.Random) -> Event:
         eid = uuid7(at, py)
@@ -153,7 +250,10 @@ class StochasticBrain:
             actor=agent.agent_id,
             occurred_at=at,
             body=PostCreatedBody(
-                post_id=str(eid), submolt=self._submolt(agent, py), title=_text(py, 3, 8), content=_text(py, 8, 40)
+                post_id=str(eid),
+                submolt=self._submolt(agent, py),
+                title=_text(py, 3, 8),
+                content=_text(py, 8, 40),
             ),
         )
 
@@ -165,7 +265,9 @@ class StochasticBrain:
             return None
         return py.choices(items, weights=self._rank_w[: len(items)])[0]
 
-    def _comment(self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random) -> Event:
+    def _comment(
+        self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random
+    ) -> Event:
         t = self.b.targets
         recent = item["recent"]
         parent_id: str | None = None
@@ -182,14 +284,21 @@ class StochasticBrain:
             occurred_at=at,
             causation_id=cause,
             body=CommentCreatedBody(
-                comment_id=str(eid), post_id=item["post_id"], parent_id=parent_id, depth=depth, content=_text(py, 4, 30)
+                comment_id=str(eid),
+                post_id=item["post_id"],
+                parent_id=parent_id,
+                depth=depth,
+                content=_text(py, 4, 30),
             ),
         )
 
-    def _vote(self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random) -> Event:
+    def _vote(
+        self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random
+    ) -> Event:
         t = self.b.targets
-        value = 1 if py.random() < t.upvote_prob else -1
+        value: Literal[1, -1] = 1 if py.random() < t.upvote_prob else -1
         recent = item["recent"]
+        target_type: Literal["post", "comment"]
         if recent and py.random() < t.comment_vote_prob:
             target_type, target_id = "comment", str(py.choice(recent)[0])
         else:
@@ -200,5 +309,7 @@ class StochasticBrain:
             actor=agent.agent_id,
             occurred_at=at,
             causation_id=target_id,
-            body=VoteCastBody(target_type=target_type, target_id=target_id, post_id=item["post_id"], value=value),
+            body=VoteCastBody(
+                target_type=target_type, target_id=target_id, post_id=item["post_id"], value=value
+            ),
         )

@@ -47,7 +47,9 @@ def shard_producer(shard: int) -> str:
 class AgentWorker:
     """See module docstring."""
 
-    def __init__(self, settings: Settings, bootstrap: str, society: str, brains: Sequence[Brain] | None = None):
+    def __init__(
+        self, settings: Settings, bootstrap: str, society: str, brains: Sequence[Brain] | None = None
+    ):
         self.s = settings
         self.bootstrap = bootstrap
         self.society = society
@@ -65,7 +67,9 @@ class AgentWorker:
         self.forged = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20
+        )
         await producer.start()
         consumer = AIOKafkaConsumer(
             topic_name(self.society, Role.TICKS),
@@ -104,7 +108,12 @@ class AgentWorker:
             log.info("agents.stopped", emitted=self.emitted, forged=self.forged)
 
     async def _tick(
-        self, tick: control.Tick, producer: AIOKafkaProducer, feeds: FeedCache, partitions: int, stop: asyncio.Event
+        self,
+        tick: control.Tick,
+        producer: AIOKafkaProducer,
+        feeds: FeedCache,
+        partitions: int,
+        stop: asyncio.Event,
     ) -> list[Awaitable[Any]]:
         """Decide and send one shard's tick; return the send futures (the caller awaits them)."""
         shard, t = tick["shard"], tick["tick"]

@@ -17,7 +17,6 @@ from typing import Any, TypedDict
 
 import orjson
 
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _METRIC_NS = uuid.UUID("6f1e3a52-8a0c-4c1b-9a7b-0b5c1d7e2f10")
 

@@ -131,7 +131,13 @@ class VoteCast(_Envelope):
 
 
 Event = Annotated[
-    AgentRegistered | SubmoltCreated | AgentSubscribed | AgentFollowed | PostCreated | CommentCreated | VoteCast,
+    AgentRegistered
+    | SubmoltCreated
+    | AgentSubscribed
+    | AgentFollowed
+    | PostCreated
+    | CommentCreated
+    | VoteCast,
     Field(discriminator="type"),
 ]
 EVENT_TYPES: tuple[str, ...] = (

@@ -114,6 +114,7 @@ def topics_markdown() -> str:
     ]
     for s in TOPIC_SPECS:
         lines.append(
-            f"| `society.<name>.{s.role.value}` | {s.key} | {s.partitions} | {s.writers} | {s.readers} | {s.value} |"
+            f"| `society.<name>.{s.role.value}` | {s.key} | {s.partitions} "
+            f"| {s.writers} | {s.readers} | {s.value} |"
         )
     return "\n".join(lines) + "\n"

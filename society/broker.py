@@ -9,6 +9,7 @@ high watermark a fetch returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import time
@@ -110,10 +111,8 @@ async def ensure_topics(bootstrap: str, society: str, partitions: int, shards: i
             if topic_name(society, role) not in existing
         ]
         if new:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another process created them first
                 await admin.create_topics(new)
-            except TopicAlreadyExistsError:
-                pass
         # Wait until metadata shows every topic with its partitions.
         for _ in range(100):
             meta = await admin.describe_topics([topic_name(society, r) for r in Role])

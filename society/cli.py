@@ -60,7 +60,9 @@ def run(
     """Run a society of N agents for a duration on the local stack, with live figures."""
     from society.run import run_society
 
-    s = _settings(agents=agents, seed=seed, mode=mode, tick_seconds=tick_seconds, window_seconds=window_seconds)
+    s = _settings(
+        agents=agents, seed=seed, mode=mode, tick_seconds=tick_seconds, window_seconds=window_seconds
+    )
     society = name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
     if ticks is None and duration is None:
         duration = 60.0

@@ -191,7 +191,12 @@ async def _drive(
             fig.rate = fig.events / max(1e-6, time.monotonic() - began)
             live.update(render(fig, progress, society))
             await feeds.stop()
-    return {"ticks": final_tick, "seconds": time.monotonic() - began, "events": fig.events, "end_us": clock.end_us}
+    return {
+        "ticks": final_tick,
+        "seconds": time.monotonic() - began,
+        "events": fig.events,
+        "end_us": clock.end_us,
+    }
 
 
 async def drive_clock(
@@ -210,7 +215,9 @@ async def drive_clock(
     await feeds.start()
     try:
         clock = Clock(settings, bootstrap, society, feeds)
-        final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop or asyncio.Event(), on_tick=on_tick)
+        final_tick = await clock.run(
+            ticks=ticks, duration=duration, stop=stop or asyncio.Event(), on_tick=on_tick
+        )
         await clock.wait_closed(final_tick, timeout=300)
         return final_tick, clock.end_us
     finally:
@@ -269,8 +276,9 @@ def run_society(
     console = console or Console()
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
     console.print(
-        f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, mode {settings.mode}, "
-        f"{stream_workers} stream worker(s), {agent_workers} agent worker(s); ClickHouse {settings.clickhouse_url}"
+        f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, "
+        f"mode {settings.mode}, {stream_workers} stream worker(s), {agent_workers} agent worker(s); "
+        f"ClickHouse {settings.clickhouse_url}"
     )
     try:
         stack.start()

@@ -18,7 +18,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Settings shared by the CLI, broker, stream workers, sink and agent workers."""
 
-    model_config = SettingsConfigDict(env_prefix="SOCIETY_", frozen=True, extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="SOCIETY_", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     # --- where things are ---------------------------------------------------------------------
     kafka_bootstrap: str | None = Field(
@@ -49,7 +51,9 @@ class Settings(BaseSettings):
     feed_size: int = Field(default=15, ge=1, le=200)
 
     # --- metrics ------------------------------------------------------------------------------
-    window_seconds: float = Field(default=3600.0, gt=0, description="event-time window of the rolling metrics")
+    window_seconds: float = Field(
+        default=3600.0, gt=0, description="event-time window of the rolling metrics"
+    )
     top_k: int = Field(default=10, ge=1)
 
     # --- sink ---------------------------------------------------------------------------------

@@ -70,7 +70,9 @@ class LocalStack:
         else:
             self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log")
             self.bootstrap = self.broker.bootstrap
-        asyncio.run(ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards))
+        asyncio.run(
+            ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)
+        )
         self.spawn("sinks")
         for _ in range(self.stream_workers):
             self.spawn("streams")
@@ -97,7 +99,9 @@ class LocalStack:
             "society": self.society,
             "bootstrap": self.bootstrap,
             "started_at": time.time(),
-            "processes": [{"role": c.role, "pid": c.process.pid, "log": str(c.log_path)} for c in self.children],
+            "processes": [
+                {"role": c.role, "pid": c.process.pid, "log": str(c.log_path)} for c in self.children
+            ],
         }
         path = self.settings.state_dir / "stack.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +119,9 @@ class LocalStack:
                     pass
             sink = next((c for c in self.children if c.role == "sinks"), None)
             if sink is not None and sink.process.poll() is not None:
-                raise RuntimeError(f"the sink exited with code {sink.process.returncode}; see {sink.log_path}")
+                raise RuntimeError(
+                    f"the sink exited with code {sink.process.returncode}; see {sink.log_path}"
+                )
             time.sleep(0.1)
         raise TimeoutError(f"the sink did not come up within {timeout:.0f} s")
 

@@ -24,7 +24,9 @@ GROUPS = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
 
 async def highwaters(bootstrap: str, topics: list[str]) -> dict[TopicPartition, int]:
     """High watermark of every partition of ``topics``, read with a real fetch."""
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50
+    )
     await c.start()
     try:
         tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]

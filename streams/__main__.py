@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    loop: asyncio.AbstractEventLoop
     try:
         import uvloop
 

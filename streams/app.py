@@ -16,6 +16,7 @@ Run several workers for the same society and they share the partitions through t
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import faust
@@ -50,7 +51,9 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
         broker_commit_interval=0.5,
         stream_wait_empty=False,
     )
-    partials_topic = app.topic(topic_name(society, Role.PARTIALS), value_serializer="raw", key_serializer="raw")
+    partials_topic = app.topic(
+        topic_name(society, Role.PARTIALS), value_serializer="raw", key_serializer="raw"
+    )
     metrics_topic = app.topic(topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw")
     # key "<window_start_us>:<partition>" -> partial JSON; deleted once the window is computed
     pending = app.Table("pending", default=None, partitions=1, value_type=bytes, key_type=str)
@@ -93,7 +96,7 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             partials = [control.loads(pending[k]) for k in keys]
             loop = asyncio.get_running_loop()
             metrics = await loop.run_in_executor(
-                None, lambda: window_metrics(society, partials, memory, top_k=settings.top_k)
+                None, functools.partial(window_metrics, society, partials, memory, top_k=settings.top_k)
             )
             by_name: dict[str, list[control.MetricEvent]] = {}
             for m in metrics:

@@ -37,7 +37,9 @@ def rank_hot(items: Iterable[FeedItem], n: int) -> list[FeedItem]:
     return sorted(items, key=lambda i: (-i["hot"], i["post_id"]))[:n]
 
 
-def merge_feeds(parts: Iterable[dict[str, dict[str, list[FeedItem]]]], n: int) -> dict[str, dict[str, list[FeedItem]]]:
+def merge_feeds(
+    parts: Iterable[dict[str, dict[str, list[FeedItem]]]], n: int
+) -> dict[str, dict[str, list[FeedItem]]]:
     """Merge per-partition feeds into one per submolt.
 
     Each partition sends its own top ``n`` per list; the top ``n`` of the union of per-partition top-``n``
@@ -49,4 +51,6 @@ def merge_feeds(parts: Iterable[dict[str, dict[str, list[FeedItem]]]], n: int) -
             slot = merged.setdefault(submolt, {"new": [], "hot": []})
             slot["new"].extend(lists.get("new", []))
             slot["hot"].extend(lists.get("hot", []))
-    return {s: {"new": rank_new(v["new"], n), "hot": rank_hot(v["hot"], n)} for s, v in sorted(merged.items())}
+    return {
+        s: {"new": rank_new(v["new"], n), "hot": rank_hot(v["hot"], n)} for s, v in sorted(merged.items())
+    }

@@ -179,10 +179,11 @@ class PartitionState:
             self.depth_hist[0] += 1
             touched = body.post_id
         elif isinstance(body, CommentCreatedBody):
-            t = self.threads.get(body.post_id)
-            if t is None:
+            thread = self.threads.get(body.post_id)
+            if thread is None:
                 self.rejected += 1
                 return Rejected(f"comment on post {body.post_id}, which does not exist", "unknown_post")
+            t = thread
             if body.comment_id in t.comments:
                 if eid in t.event_ids:
                     return self._dup(eid)
@@ -210,7 +211,9 @@ class PartitionState:
             t.participants.add(actor)
             t.max_depth = max(t.max_depth, body.depth)
             # newest comments by (event time, id): the same whatever order the partition saw them in
-            bisect.insort(t.recent, [body.comment_id, actor, body.depth, occurred], key=lambda r: (r[3], r[0]))
+            bisect.insort(
+                t.recent, [body.comment_id, actor, body.depth, occurred], key=lambda r: (r[3], r[0])
+            )
             if len(t.recent) > RECENT_COMMENTS:
                 del t.recent[0]
             self._move(self.size_hist, old_size, len(t.comments))
@@ -221,10 +224,11 @@ class PartitionState:
             if actor != parent_author:
                 edge = (actor, parent_author)  # interaction graph: commenter -> replied-to author
         elif isinstance(body, VoteCastBody):
-            t = self.threads.get(body.post_id)
-            if t is None:
+            thread = self.threads.get(body.post_id)
+            if thread is None:
                 self.rejected += 1
                 return Rejected(f"vote in post {body.post_id}, which does not exist", "unknown_post")
+            t = thread
             if body.target_type == "comment" and body.target_id not in t.comments:
                 self.rejected += 1
                 return Rejected(
@@ -286,7 +290,9 @@ class PartitionState:
         return acc
 
     # -------------------------------------------------------------- watermarks
-    def apply_watermark(self, mark: Watermark, origin_us: int | None) -> tuple[list[WindowPartial], int | None]:
+    def apply_watermark(
+        self, mark: Watermark, origin_us: int | None
+    ) -> tuple[list[WindowPartial], int | None]:
         """Record a producer's watermark; return the partials of windows it closes and a completed tick.
 
         The partition's watermark is the minimum over the producers the marks name. Windows whose end is
@@ -349,4 +355,9 @@ class PartitionState:
             }
         self.dirty_submolts.clear()
         wm = min((m["watermark_us"] for m in self.producer_marks.values()), default=0)
-        return {"tick": tick, "partition": self.partition, "watermark_us": wm, "submolts": dict(self._feed_cache)}
+        return {
+            "tick": tick,
+            "partition": self.partition,
+            "watermark_us": wm,
+            "submolts": dict(self._feed_cache),
+        }

@@ -199,7 +199,8 @@ class ActionProcessor:
         return fut
 
     async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        assert self.producer is not None and self.consumer is not None
+        assert self.producer is not None
+        assert self.consumer is not None
         producer = self.producer
         now_us = int(time.time() * 1_000_000)
         futures: list[Awaitable[Any]] = []
@@ -215,10 +216,14 @@ class ActionProcessor:
                         mark = control.loads(rec.value)
                         partials, tick = state.apply_watermark(mark, mark.get("origin_us"))
                     except (ValueError, KeyError, TypeError) as exc:
-                        futures.append(await self._dead_letter(rec, f"malformed watermark: {exc!r}", "bad_control"))
+                        futures.append(
+                            await self._dead_letter(rec, f"malformed watermark: {exc!r}", "bad_control")
+                        )
                         continue
                     futures.append(
-                        await producer.send(self.t_events, rec.value, key=rec.key, partition=q, headers=list(rec.headers))
+                        await producer.send(
+                            self.t_events, rec.value, key=rec.key, partition=q, headers=list(rec.headers)
+                        )
                     )
                     for p in partials:
                         futures.append(await self._send_partial(p))

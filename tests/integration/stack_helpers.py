@@ -50,7 +50,9 @@ def run_ticks(stack: LocalStack, ticks: int) -> int:
     """Drive ``ticks`` ticks, wait until every window's metrics and every event are in ClickHouse."""
 
     async def go() -> int:
-        final, end_us = await drive_clock(stack.settings, stack.bootstrap, stack.society, ticks=ticks, duration=None)
+        final, end_us = await drive_clock(
+            stack.settings, stack.bootstrap, stack.society, ticks=ticks, duration=None
+        )
         await wait_drained(stack.society, last_window_start(stack.settings, end_us), stack)
         return final
 
@@ -63,7 +65,9 @@ def sql(stack: LocalStack, query: str) -> list[list[Any]]:
 
 async def read_topic(bootstrap: str, topic: str) -> list[Any]:
     """Every record of ``topic``, all partitions, from the beginning to the high watermark."""
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50
+    )
     await c.start()
     try:
         await c.topics()  # loads metadata of every topic
@@ -74,7 +78,7 @@ async def read_topic(bootstrap: str, topic: str) -> list[Any]:
         done: set[TopicPartition] = set()
         while len(done) < len(tps):
             batch = await c.getmany(timeout_ms=300)
-            for tp, recs in batch.items():
+            for recs in batch.values():
                 out.extend(recs)
             for tp in tps:
                 hw = c.highwater(tp)

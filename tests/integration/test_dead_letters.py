@@ -22,17 +22,25 @@ pytestmark = pytest.mark.integration
 AT = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 
 
-def _ev(model: type[E._Envelope], society: str, actor: str, body: dict[str, object], at: datetime = AT) -> E.Event:
+def _ev(
+    model: type[E._Envelope], society: str, actor: str, body: dict[str, object], at: datetime = AT
+) -> E.Event:
     return model(event_id=uuid7(at), society=society, actor=actor, occurred_at=at, body=body)  # type: ignore[return-value]
 
 
-def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(broker: str, tmp_path: Path, society_name: str):
+def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(
+    broker: str, tmp_path: Path, society_name: str
+):
     s = society_name
     settings = make_settings(broker, tmp_path, max_event_bytes=4096)
     post = _ev(E.PostCreated, s, "alice", {"post_id": "p1", "submolt": "general", "title": "Hello"})
     c1 = _ev(E.CommentCreated, s, "bob", {"comment_id": "c1", "post_id": "p1", "depth": 1, "content": "hi"})
-    c2 = _ev(E.CommentCreated, s, "carol", {"comment_id": "c2", "post_id": "p1", "parent_id": "c1", "depth": 2})
-    vote = _ev(E.VoteCast, s, "dave", {"target_type": "comment", "target_id": "c2", "post_id": "p1", "value": 1})
+    c2 = _ev(
+        E.CommentCreated, s, "carol", {"comment_id": "c2", "post_id": "p1", "parent_id": "c1", "depth": 2}
+    )
+    vote = _ev(
+        E.VoteCast, s, "dave", {"target_type": "comment", "target_id": "c2", "post_id": "p1", "value": 1}
+    )
     reg = _ev(E.AgentRegistered, s, "alice", {"name": "Alice"})
     valid = [reg, post, c1]
     later_valid = [c2, vote]
@@ -43,9 +51,13 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(broker: str, tmp_
     missing = {**good, "body": {k: v for k, v in good["body"].items() if k != "post_id"}}
     bad["invalid_fields:missing"] = orjson.dumps(missing)
     bad["invalid_fields:type"] = orjson.dumps({**good, "body": {**good["body"], "depth": "deep"}})
-    big = _ev(E.CommentCreated, s, "eve", {"comment_id": "c9", "post_id": "p1", "depth": 1, "content": "x" * 5000})
+    big = _ev(
+        E.CommentCreated, s, "eve", {"comment_id": "c9", "post_id": "p1", "depth": 1, "content": "x" * 5000}
+    )
     bad["too_large"] = encode_event(big)
-    orphan = _ev(E.CommentCreated, s, "eve", {"comment_id": "c8", "post_id": "p1", "parent_id": "nope", "depth": 2})
+    orphan = _ev(
+        E.CommentCreated, s, "eve", {"comment_id": "c8", "post_id": "p1", "parent_id": "nope", "depth": 2}
+    )
     bad["unknown_parent"] = encode_event(orphan)
     nopost = _ev(E.CommentCreated, s, "eve", {"comment_id": "c7", "post_id": "p404", "depth": 1})
     bad["unknown_post"] = encode_event(nopost)
@@ -66,7 +78,9 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(broker: str, tmp_
                 await p.send_and_wait(t, encode_event(ev), key=E.partition_key(ev).encode())
             for raw in bad.values():
                 await p.send_and_wait(t, raw, key=b"p1")
-            await p.send_and_wait(t, encode_event(post), key=b"p1")  # a redelivery: dropped, not dead-lettered
+            await p.send_and_wait(
+                t, encode_event(post), key=b"p1"
+            )  # a redelivery: dropped, not dead-lettered
             for ev in later_valid:
                 await p.send_and_wait(t, encode_event(ev), key=E.partition_key(ev).encode())
         finally:
@@ -78,7 +92,9 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(broker: str, tmp_
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             stored = sql(stack, f"SELECT toString(event_id) FROM events WHERE society = '{s}'")
-            dead = sql(stack, f"SELECT code, reason, origin_topic, value FROM dead_letters WHERE society = '{s}'")
+            dead = sql(
+                stack, f"SELECT code, reason, origin_topic, value FROM dead_letters WHERE society = '{s}'"
+            )
             if len(stored) >= len(want) and len(dead) >= len(bad):
                 break
             time.sleep(0.3)

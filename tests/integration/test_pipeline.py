@@ -36,7 +36,9 @@ METRICS_SQL = (
 )
 
 
-def test_every_event_once_same_as_offline_and_metrics_match_batch(broker: str, tmp_path: Path, society_name: str):
+def test_every_event_once_same_as_offline_and_metrics_match_batch(
+    broker: str, tmp_path: Path, society_name: str
+):
     settings = make_settings(broker, tmp_path)
     with running_stack(settings, society_name) as stack:
         run_ticks(stack, TICKS)
@@ -149,7 +151,9 @@ def _check_metrics_against_batch(
         assert metrics[("pagerank_top_share", key_of[w], f"top{top_k}")] == pytest.approx(
             sum(ranked[:top_k]) / sum(ranked), abs=1e-6
         )
-        assert metrics[("pagerank_top_share", key_of[w], "top1")] == pytest.approx(ranked[0] / sum(ranked), abs=1e-6)
+        assert metrics[("pagerank_top_share", key_of[w], "top1")] == pytest.approx(
+            ranked[0] / sum(ranked), abs=1e-6
+        )
         checked += 1
     assert checked >= 2
 
@@ -185,7 +189,9 @@ def test_two_workers_each_give_the_same_society_and_metrics(broker: str, tmp_pat
     assert m1 == m2
 
 
-def test_sink_killed_with_sigkill_mid_run_loses_and_duplicates_nothing(broker: str, tmp_path: Path, society_name: str):
+def test_sink_killed_with_sigkill_mid_run_loses_and_duplicates_nothing(
+    broker: str, tmp_path: Path, society_name: str
+):
     settings = make_settings(broker, tmp_path, agents=400, sink_batch_rows=200, sink_batch_seconds=0.2)
     with running_stack(settings, society_name) as stack:
         import threading
@@ -214,7 +220,10 @@ def test_sink_killed_with_sigkill_mid_run_loses_and_duplicates_nothing(broker: s
         t.start()
         run_ticks(stack, 60)
         t.join()
-        stored = [r[0] for r in sql(stack, f"SELECT toString(event_id) FROM events WHERE society = '{society_name}'")]
+        stored = [
+            r[0]
+            for r in sql(stack, f"SELECT toString(event_id) FROM events WHERE society = '{society_name}'")
+        ]
     assert killed, "the sink was never killed: the run was too short to test anything"
     emitted = emitted_event_ids(broker, society_name)
     assert killed[0] < len(emitted)

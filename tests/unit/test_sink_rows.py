@@ -299,5 +299,7 @@ def test_metric_rows_from_an_array_record() -> None:
     ]
     rec = Record("society.s1.metrics", 0, 7, b"depth_hist", orjson.dumps(events), [])
     rows = [dict(zip(METRIC_COLUMNS, r, strict=True)) for r in rows_for_metrics([rec])]
-    assert [(r["dim"], r["value"], r["_offset"]) for r in rows] == [(str(d), float(10 - d), 7) for d in range(3)]
+    assert [(r["dim"], r["value"], r["_offset"]) for r in rows] == [
+        (str(d), float(10 - d), 7) for d in range(3)
+    ]
     assert record_identity(METRICS_TABLE, rec) == min(e["metric_id"] for e in events)
