@@ -1,0 +1,1325 @@
+"""``python -m bench.pipeline [--events N] [--quick]``: measure the pipeline on this machine, in one run.
+
+Stages (all in one run, on one broker, so their ratios compare like with like):
+
+1. raw consume ceiling: aiokafka ``getmany`` + ``orjson.loads`` over the pre-produced actions topic;
+2. producer: the ``bench.producer`` child (acks=all, linger 5 ms) writes N events + watermarks;
+3. stream processor: one ``python -m streams`` worker on that backlog, from the first record in the events
+   topic until the events topic (high watermarks read by a fetch) holds every accepted event and mark;
+4. sink: ``python -m sinks`` on the events topic of stage 3, from its first insert until ``rows.events``;
+5. end to end: fresh society, sink + worker running and warm, N events produced at full speed, from the
+   first send until ``/health`` reports N rows in ClickHouse; peak RSS of worker, sink and producer;
+6. latency at 1,000 events/s with 1-s windows: window end -> ``events_total`` row in ClickHouse.
+
+Results are printed as a table and written to BENCHMARKS.md (``--output``). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import psutil
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.dataset import Dataset, build, copy_mask, iso_us, key_of, remapped
+from schemas import control
+from schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
+from schemas.ids import uuid7
+from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from schemas.wire import encode_event
+from society.broker import LocalBroker, ensure_topics
+from society.settings import Settings, get_settings
+from society.stack import settings_env
+
+REPO = Path(__file__).resolve().parents[1]
+GIB = 1 << 30
+MIB = 1 << 20
+TARGET_E2E = 20_000.0
+TARGET_LATENCY_P99_S = 2.0
+TARGET_WORKER_RSS = 1 * GIB
+LATENCY_RATE = 1_000
+HISTORY_BEGIN = "<!-- history:begin -->"
+HISTORY_END = "<!-- history:end -->"
+
+err = Console(stderr=True)
+
+
+# --------------------------------------------------------------------------------------------- results
+@dataclass
+class Stage:
+    """One throughput figure."""
+
+    key: str
+    label: str
+    events: int = 0
+    seconds: float = 0.0
+    note: str = ""
+    error: str | None = None
+
+    @property
+    def rate(self) -> float | None:
+        if self.error is not None or self.seconds <= 0:
+            return None
+        return self.events / self.seconds
+
+
+@dataclass
+class LatencyResult:
+    windows: int = 0
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    seen_p50: float | None = None
+    seen_p99: float | None = None
+    seen_max: float | None = None
+    vs_last_p50: float | None = None
+    vs_last_p99: float | None = None
+    produced: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class Memory:
+    peak: dict[str, int] = field(default_factory=dict)
+    final: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    started: datetime
+    command: str
+    events: int
+    quick: bool
+    machine: dict[str, str]
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float] | None = None
+    dataset: Dataset | None = None
+    stages: dict[str, Stage] = field(default_factory=dict)
+    latency: LatencyResult = field(default_factory=LatencyResult)
+    memory: Memory = field(default_factory=Memory)
+    profile: list[tuple[str, float]] = field(default_factory=list)
+    profile_inclusive: list[tuple[str, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------- machinery
+class Children:
+    """Child processes of the benchmark; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str], *, stdout_pipe: bool = False
+    ) -> subprocess.Popen[bytes]:
+        log_path = self.log_path(name)
+        with log_path.open("ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE if stdout_pipe else out,
+                stderr=out if stdout_pipe else subprocess.STDOUT,
+            )
+        self.procs.append((name, proc))
+        return proc
+
+    def log_path(self, name: str) -> Path:
+        return self.logs / f"{re.sub(r'[^a-z0-9]+', '-', name.lower()).strip('-')}.log"
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = [(n, p) for n, p in self.procs if p is not proc]
+
+    def stop_all(self) -> None:
+        for _, proc in list(reversed(self.procs)):
+            self.stop(proc, timeout=15.0)
+
+    def check(self, proc: subprocess.Popen[bytes]) -> None:
+        """Raise if ``proc`` has exited (with the tail of its log)."""
+        if proc.poll() is not None:
+            name = next((n for n, p in self.procs if p is proc), "child")
+            raise RuntimeError(f"{name} exited with code {proc.returncode}: {self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 5) -> str:
+        path = self.log_path(name)
+        if not path.exists():
+            return ""
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+
+
+class RssMonitor(threading.Thread):
+    """Peak RSS (process + children) of tracked processes, sampled every ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        super().__init__(daemon=True, name="rss-monitor")
+        self.interval = interval
+        self.tracked: dict[str, psutil.Process] = {}
+        self.peak: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+
+    def track(self, key: str, pid: int) -> None:
+        with self.lock:
+            self.tracked[key] = psutil.Process(pid)
+            self.peak[key] = 0
+        self.sample()
+
+    def untrack(self, key: str) -> None:
+        self.sample()
+        with self.lock:
+            self.tracked.pop(key, None)
+
+    def sample(self) -> None:
+        with self.lock:
+            items = list(self.tracked.items())
+        for key, proc in items:
+            try:
+                rss = proc.memory_info().rss
+                for child in proc.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        rss += child.memory_info().rss
+            except psutil.Error:
+                continue
+            with self.lock:
+                self.last[key] = rss
+                self.peak[key] = max(self.peak.get(key, 0), rss)
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            self.sample()
+
+
+class HighWatch:
+    """Sums of partition high watermarks of some topics, read from real fetch responses.
+
+    ``end_offsets`` is wrong on Tansu (``society.status``), so a group-less consumer fetches at the last
+    high watermark it saw: the broker answers with the new high watermark and at most one small batch.
+    """
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            max_partition_fetch_bytes=1024,
+        )
+        self.tps: list[TopicPartition] = []
+        self.sought: dict[TopicPartition, int] = {}
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        for _ in range(50):
+            self.tps = [
+                TopicPartition(t, p)
+                for t in self.topics
+                for p in sorted(self.consumer.partitions_for_topic(t) or ())
+            ]
+            if {tp.topic for tp in self.tps} == set(self.topics):
+                break
+            await self.consumer.force_metadata_update()
+            await asyncio.sleep(0.1)
+        self.consumer.assign(self.tps)
+        for tp in self.tps:
+            self.consumer.seek(tp, 0)
+            self.sought[tp] = 0
+
+    async def totals(self) -> dict[str, int]:
+        await self.consumer.getmany(timeout_ms=60, max_records=1)
+        out = dict.fromkeys(self.topics, 0)
+        for tp in self.tps:
+            hw = self.consumer.highwater(tp)
+            if hw is None:
+                continue
+            out[tp.topic] += hw
+            if hw != self.sought[tp]:
+                self.consumer.seek(tp, hw)
+                self.sought[tp] = hw
+        return out
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+
+def http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
+    data = orjson.dumps(body) if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return orjson.loads(resp.read())
+
+
+def health(url: str) -> dict[str, Any] | None:
+    try:
+        doc = http_json(f"{url}/health", timeout=5.0)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def parse_ts(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(len(ordered), rank) - 1]
+
+
+def machine_info() -> dict[str, str]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
+    import aiokafka
+
+    return {
+        "nproc": nproc or str(os.cpu_count()),
+        "ram": f"{psutil.virtual_memory().total / GIB:.1f} GiB",
+        "cpu": model,
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "aiokafka": str(aiokafka.__version__),
+    }
+
+
+# ----------------------------------------------------------------------------------------------- bench
+class Bench:
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        self.args = args
+        self.run_info = run
+        self.n: int = args.events
+        self.settings: Settings = get_settings()
+        self.partitions = self.settings.partitions
+        self.tmp = Path(tempfile.mkdtemp(prefix="society-bench-"))
+        self.state_dir = self.tmp / "state"
+        self.children = Children(self.tmp)
+        self.monitor = RssMonitor()
+        self.broker: LocalBroker | None = None
+        self.bootstrap = ""
+        tag = uuid.uuid4().hex[:6]
+        self.soc_a = f"bench{tag}a"  # producer, ceiling, processor, sink
+        self.soc_b = f"bench{tag}e"  # end to end
+        self.soc_c = f"bench{tag}l"  # latency
+        self.ds: Dataset | None = None
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+
+    # --- helpers -----------------------------------------------------------------------------------
+    def env(self, **overrides: Any) -> dict[str, str]:
+        env = settings_env(self.settings, state_dir=self.state_dir, log_json=True, **overrides)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        return env
+
+    def spawn_role(self, role: str, society: str, name: str, **overrides: Any) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", role, "--society", society, "--bootstrap", self.bootstrap]
+        return self.children.spawn(name, argv, self.env(**overrides))
+
+    def spawn_sink(self, society: str, name: str, **overrides: Any) -> subprocess.Popen[bytes]:
+        ch = self.tmp / f"clickhouse-{name}"
+        return self.spawn_role("sinks", society, name, clickhouse_url=f"chdb://{ch}", **overrides)
+
+    async def wait_sink(self, society: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> str:
+        path = self.state_dir / society / "sink.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.children.check(proc)
+            if path.exists():
+                with contextlib.suppress(ValueError, KeyError, OSError):
+                    url = str(orjson.loads(path.read_bytes())["url"])
+                    if await asyncio.to_thread(health, url) is not None:
+                        return url
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"the sink of {society} did not come up in {timeout:.0f} s")
+
+    async def wait_rows(
+        self,
+        url: str,
+        want: int,
+        procs: list[subprocess.Popen[bytes]],
+        timeout: float,
+        task: TaskID | None = None,
+        offset: int = 0,
+    ) -> float:
+        """Poll ``/health`` every 0.1 s until ``rows.events >= want``; return the wall time it did."""
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = await asyncio.to_thread(health, url)
+            now = time.time()
+            rows = int(doc["rows"]["events"]) if doc else 0
+            if task is not None:
+                self.progress.update(task, completed=max(0, rows - offset))
+            if rows >= want:
+                return now
+            for p in procs:
+                self.children.check(p)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{rows:,} of {want:,} rows after {timeout:.0f} s")
+            await asyncio.sleep(0.1)
+
+    def timeout(self) -> float:
+        return 180.0 + self.n / 2_000
+
+    async def probe(self, society: str, occurred_us: int) -> None:
+        """One valid event into the actions topic (to check the pipeline is up and warm)."""
+        at = control.from_us(occurred_us)
+        ev = AgentRegistered(
+            event_id=uuid7(at),
+            society=society,
+            actor="bench-probe",
+            occurred_at=at,
+            body=AgentRegisteredBody(name="bench probe"),
+        )
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(
+                topic_name(society, Role.ACTIONS), encode_event(ev), key=partition_key(ev).encode()
+            )
+        finally:
+            await producer.stop()
+
+    def stage(self, key: str, label: str) -> Stage:
+        st = Stage(key, label)
+        self.run_info.stages[key] = st
+        return st
+
+    # --- run -----------------------------------------------------------------------------------------
+    async def main(self) -> None:
+        self.monitor.start()
+        try:
+            await self.prepare()
+            steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+                ("producer", self.stage_producer),
+                ("ceiling", self.stage_ceiling),
+                ("processor", self.stage_processor),
+                ("sink", self.stage_sink),
+                ("e2e", self.stage_e2e),
+                ("latency", self.stage_latency),
+            ]
+            with self.progress:
+                for name, step in steps:
+                    if name in self.args.skip:
+                        continue
+                    try:
+                        await step()
+                    except Exception as exc:
+                        err.print(f"[red]{name} failed:[/red] {exc!r}")
+                        if name in self.run_info.stages:
+                            self.run_info.stages[name].error = f"{type(exc).__name__}: {exc}"[:300]
+                        elif name == "latency":
+                            self.run_info.latency.error = f"{type(exc).__name__}: {exc}"[:300]
+                    finally:
+                        self.children.stop_all()
+        finally:
+            self.children.stop_all()
+            self.monitor.halt.set()
+            if self.broker is not None:
+                self.broker.stop()
+            if self.args.keep:
+                err.print(f"kept {self.tmp}")
+            else:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    async def prepare(self) -> None:
+        files = {self.soc_a: self.tmp / "a.records", self.soc_b: self.tmp / "e.records"}
+        err.print(f"generating {self.n:,} events (agents.offline.simulate, tiled) ...")
+        self.ds = await asyncio.to_thread(build, self.n, partitions=self.partitions, societies=files)
+        self.run_info.dataset = self.ds
+        gc.collect()
+        gc.freeze()
+        ds = self.ds
+        err.print(
+            f"  {ds.events:,} events + {ds.marks:,} watermark records, mean {ds.mean_bytes:.0f} B, "
+            f"{ds.agents:,} agents, base {ds.base_ticks:,} ticks x {ds.copies} copies, {ds.seconds:.1f} s"
+        )
+        if self.settings.kafka_bootstrap:
+            self.bootstrap = self.settings.kafka_bootstrap
+        else:
+            self.broker = LocalBroker.start(log_file=self.tmp / "broker.log")
+            self.bootstrap = self.broker.bootstrap
+            self.monitor.track("broker", self.broker.process.pid)
+        err.print(f"broker {self.bootstrap}; work dir {self.tmp}")
+        for soc in (self.soc_a, self.soc_b, self.soc_c):
+            await ensure_topics(self.bootstrap, soc, self.partitions, self.settings.shards)
+
+    async def run_producer(self, society: str, name: str, mem_key: str) -> dict[str, Any]:
+        assert self.ds is not None
+        argv = [
+            sys.executable, "-m", "bench.producer", "--bootstrap", self.bootstrap,
+            "--topic", topic_name(society, Role.ACTIONS), "--file", str(self.ds.files[society]),
+        ]  # fmt: skip
+        proc = self.children.spawn(name, argv, self.env(), stdout_pipe=True)
+        self.monitor.track(mem_key, proc.pid)
+        stdout = b""
+        try:
+            deadline = time.monotonic() + self.timeout()
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the producer did not finish")
+                await asyncio.sleep(0.1)
+            assert proc.stdout is not None
+            stdout = proc.stdout.read()
+        finally:
+            self.monitor.untrack(mem_key)
+        if proc.returncode != 0:
+            raise RuntimeError(f"producer exited with {proc.returncode}: {self.children.tail(name)}")
+        doc: dict[str, Any] = orjson.loads(stdout.strip().splitlines()[-1])
+        return doc
+
+    # --- 2. producer ---------------------------------------------------------------------------------
+    async def stage_producer(self) -> None:
+        st = self.stage("producer", "producer (aiokafka, acks=all, linger 5 ms) -> actions topic")
+        task = self.progress.add_task("2 producer", total=None)
+        doc = await self.run_producer(self.soc_a, "producer", "producer stage: producer")
+        self.progress.update(task, total=doc["events"], completed=doc["events"])
+        st.events = int(doc["events"])
+        st.seconds = float(doc["last_ack"]) - float(doc["first_send"])
+        st.note = f"+{doc['marks']:,} watermark records; first send to last ack"
+        err.print(f"  producer: {st.rate or 0:,.0f} events/s")
+
+    # --- 1. raw ceiling ----------------------------------------------------------------------------
+    async def stage_ceiling(self) -> None:
+        assert self.ds is not None
+        st = self.stage("ceiling", "raw consume ceiling (aiokafka getmany + orjson.loads)")
+        topic = topic_name(self.soc_a, Role.ACTIONS)
+        expected = self.ds.events + self.ds.marks
+        task = self.progress.add_task("1 raw ceiling", total=expected)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=20,
+            max_poll_records=10_000,
+            max_partition_fetch_bytes=8 << 20,
+        )
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            loads = orjson.loads
+            n = 0
+            nbytes = 0
+            began = time.perf_counter()
+            deadline = time.monotonic() + self.timeout()
+            while n < expected:
+                batch = await consumer.getmany(timeout_ms=1000)
+                for records in batch.values():
+                    for rec in records:
+                        loads(rec.value)
+                        nbytes += len(rec.value)
+                    n += len(records)
+                self.progress.update(task, completed=n)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"consumed {n:,} of {expected:,}")
+            st.seconds = time.perf_counter() - began
+            st.events = n
+            st.note = (
+                f"{self.partitions} partitions, {nbytes / max(1, n):.0f} B/record, records incl. watermarks"
+            )
+        finally:
+            await consumer.stop()
+        err.print(f"  ceiling: {st.rate or 0:,.0f} records/s")
+
+    # --- 3. stream processor -------------------------------------------------------------------------
+    async def stage_processor(self) -> None:
+        assert self.ds is not None
+        st = self.stage("processor", "stream processor (1 worker, backlog in actions)")
+        t_events = topic_name(self.soc_a, Role.EVENTS)
+        t_dlq = topic_name(self.soc_a, Role.DEADLETTER)
+        target = self.ds.events + self.ds.marks
+        watch = HighWatch(self.bootstrap, [t_events, t_dlq])
+        await watch.start()
+        task = self.progress.add_task("3 stream processor", total=target)
+        proc = self.spawn_role("streams", self.soc_a, "stream worker processor stage")
+        mem_key = "processor stage: stream worker"
+        self.monitor.track(mem_key, proc.pid)
+        profiler: subprocess.Popen[bytes] | None = None
+        first: float | None = None
+        try:
+            deadline = time.monotonic() + self.timeout()
+            while True:
+                tot = await watch.totals()
+                now = time.time()
+                done = tot[t_events] + tot[t_dlq]
+                if first is None and done > 0:
+                    first = now
+                    profiler = self.start_profiler(proc.pid)
+                self.progress.update(task, completed=min(done, target))
+                if done >= target:
+                    break
+                self.children.check(proc)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{done:,} of {target:,} records in the events topic")
+                await asyncio.sleep(0.05)
+            assert first is not None
+            st.events = self.ds.events
+            st.seconds = now - first
+            st.note = "first record in events topic -> all accepted events + forwarded marks there"
+            if tot[t_dlq]:
+                st.note += f"; {tot[t_dlq]:,} dead letters"
+        finally:
+            if profiler is not None:
+                self.stop_profiler(profiler)
+            self.monitor.untrack(mem_key)
+            await watch.stop()
+            self.children.stop(proc)
+        err.print(f"  processor: {st.rate or 0:,.0f} events/s")
+
+    def start_profiler(self, pid: int) -> subprocess.Popen[bytes] | None:
+        if not self.args.profile:
+            return None
+        spy = shutil.which(
+            "py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        )
+        if spy is None:
+            self.run_info.notes.append("--profile: py-spy not found (pip install py-spy)")
+            return None
+        out = self.tmp / "profile.txt"
+        argv = [spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw", "--output", str(out)]
+        return self.children.spawn("py-spy", argv, dict(os.environ))
+
+    def stop_profiler(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.children.procs = [(n, p) for n, p in self.children.procs if p is not proc]
+        out = self.tmp / "profile.txt"
+        if out.exists():
+            self.run_info.profile, self.run_info.profile_inclusive = summarize_profile(out.read_text())
+            if self.args.keep or self.args.profile_out:
+                dest = Path(self.args.profile_out or self.tmp / "profile.txt")
+                if dest != out:
+                    shutil.copy(out, dest)
+        else:
+            self.run_info.notes.append(f"py-spy wrote no profile: {self.children.tail('py-spy')}")
+
+    # --- 4. sink ---------------------------------------------------------------------------------------
+    async def stage_sink(self) -> None:
+        assert self.ds is not None
+        st = self.stage("sink", "sink -> ClickHouse (chDB), backlog in events")
+        task = self.progress.add_task("4 sink", total=self.ds.events)
+        proc = self.spawn_sink(self.soc_a, "sink sink stage")
+        mem_key = "sink stage: sink"
+        self.monitor.track(mem_key, proc.pid)
+        try:
+            url = await self.wait_sink(self.soc_a, proc)
+            polled = await self.wait_rows(url, self.ds.events, [proc], self.timeout(), task)
+            await asyncio.sleep(0.3)  # let the last flush line reach the log
+            flushes = sink_flushes(self.children.log_path("sink sink stage"))
+            start, done = flush_span(flushes, self.ds.events)
+            if start is None:
+                raise RuntimeError("no sink.flushed line in the sink log")
+            st.events = self.ds.events
+            st.seconds = (done or polled) - start
+            doc = await asyncio.to_thread(health, url)
+            batches = sum(1 for f in flushes if f[2] > 0)
+            st.note = f"first insert start -> rows.events = N ({batches} inserts"
+            if doc and doc.get("p99_insert_ms") is not None:
+                st.note += f", p99 insert {doc['p99_insert_ms']:.0f} ms"
+            st.note += ")"
+        finally:
+            self.monitor.untrack(mem_key)
+            self.children.stop(proc)
+        err.print(f"  sink: {st.rate or 0:,.0f} rows/s")
+
+    # --- 5. end to end + memory -------------------------------------------------------------------------
+    async def stage_e2e(self) -> None:
+        assert self.ds is not None
+        st = self.stage("e2e", "end to end: produce -> validate -> events -> ClickHouse")
+        n = self.ds.events
+        sink = self.spawn_sink(self.soc_b, "sink e2e")
+        worker = self.spawn_role("streams", self.soc_b, "stream worker e2e")
+        keys = {"sink": "e2e: sink", "worker": "e2e: stream worker", "producer": "e2e: producer"}
+        self.monitor.track(keys["sink"], sink.pid)
+        self.monitor.track(keys["worker"], worker.pid)
+        try:
+            url = await self.wait_sink(self.soc_b, sink)
+            await self.probe(self.soc_b, self.ds.origin_us)
+            await self.wait_rows(url, 1, [sink, worker], 180.0)
+            err.print("  e2e: sink and stream worker up (probe event stored)")
+            task = self.progress.add_task("5 end to end", total=n)
+            producer = asyncio.create_task(self.run_producer(self.soc_b, "producer e2e", keys["producer"]))
+            rows_task = asyncio.create_task(
+                self.wait_rows(url, n + 1, [sink, worker], self.timeout(), task, 1)
+            )
+            try:
+                done_at = await rows_task
+                doc = await producer
+            finally:
+                for t in (rows_task, producer):
+                    if not t.done():
+                        t.cancel()
+                        with contextlib.suppress(BaseException):
+                            await t
+            st.events = n
+            st.seconds = done_at - float(doc["first_send"])
+            produce_s = float(doc["last_ack"]) - float(doc["first_send"])
+            st.note = f"first send -> N rows in ClickHouse; producer alone took {produce_s:.1f} s"
+            self.monitor.sample()
+            mem = self.run_info.memory
+            for role, key in keys.items():
+                mem.peak[role] = self.monitor.peak.get(key, 0)
+                mem.final[role] = self.monitor.last.get(key, 0)
+            health_doc = await asyncio.to_thread(health, url)
+            if health_doc and int(health_doc["rows"].get("dead_letters", 0)):
+                st.note += f"; {health_doc['rows']['dead_letters']:,} dead letters"
+        finally:
+            for key in keys.values():
+                self.monitor.untrack(key)
+            self.children.stop(worker)
+            self.children.stop(sink)
+        err.print(f"  e2e: {st.rate or 0:,.0f} events/s")
+
+    # --- 7. latency --------------------------------------------------------------------------------
+    async def stage_latency(self) -> None:
+        assert self.ds is not None
+        res = self.run_info.latency
+        soc = self.soc_c
+        sink = self.spawn_sink(soc, "sink latency")
+        worker = self.spawn_role("streams", soc, "stream worker latency", window_seconds=1.0)
+        url = await self.wait_sink(soc, sink)
+        origin_us = int(time.time()) * 1_000_000
+        await self.probe(soc, origin_us)
+        await self.wait_rows(url, 1, [sink, worker], 180.0)
+        err.print("  latency: sink and stream worker up (probe event stored)")
+        seconds = float(self.args.latency_seconds)
+        task = self.progress.add_task("6 latency (1,000 events/s)", total=seconds)
+        await latency_run(self, url, soc, origin_us, seconds, task, res, [sink, worker])
+        self.children.stop(worker)
+        self.children.stop(sink)
+        err.print(f"  latency: p50 {res.p50} s, p99 {res.p99} s over {res.windows} windows")
+
+
+# --------------------------------------------------------------------------------------------- latency
+def latency_events(ds: Dataset, society: str) -> Iterator[tuple[dict[str, Any], int]]:
+    """Endless thread-shaped events (templates remapped per cycle) with their copy mask."""
+    cycle = 0
+    while True:
+        mask = copy_mask(1_000_003 + cycle)
+        for item in ds.steady:
+            yield item.doc, mask
+        cycle += 1
+
+
+async def latency_run(
+    bench: Bench,
+    url: str,
+    society: str,
+    origin_us: int,
+    seconds: float,
+    task: TaskID,
+    res: LatencyResult,
+    procs: list[subprocess.Popen[bytes]],
+) -> None:
+    """Produce ``LATENCY_RATE`` events/s with wall-clock event times and a mark every 100 ms; measure."""
+    topic = topic_name(society, Role.ACTIONS)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bench.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20
+    )
+    await producer.start()
+    headers = [(HEADER_KIND, KIND_WATERMARK)]
+    source = latency_events(bench.ds, society) if bench.ds else iter(())
+    last_sent: dict[int, float] = {}  # window start (us) -> wall time its last event was sent
+    inserted: dict[int, float] = {}  # window start (us) -> min(_inserted_at) (epoch s)
+    seen: dict[int, float] = {}  # window start (us) -> wall time the poll first saw it
+    sql = (
+        f"SELECT window_start, min(_inserted_at) FROM metrics WHERE society = '{society}' "
+        "AND metric = 'events_total' GROUP BY window_start"
+    )
+    stop_polling = asyncio.Event()
+
+    async def poll() -> None:
+        async with aiohttp.ClientSession() as session:
+            while not stop_polling.is_set():
+                try:
+                    async with session.post(f"{url}/query", json={"sql": sql}) as resp:
+                        doc = await resp.json(loads=orjson.loads)
+                    now = time.time()
+                    for start, ins in doc.get("rows", []):
+                        w = control.to_us(datetime.fromisoformat(start.replace("Z", "+00:00")))
+                        if w not in seen:
+                            seen[w] = now
+                        inserted[w] = parse_ts(ins)
+                except (aiohttp.ClientError, ValueError, KeyError):
+                    pass
+                await asyncio.sleep(0.05)
+
+    mark_tick = 0
+
+    async def send_marks(pending: list[Awaitable[Any]]) -> None:
+        nonlocal mark_tick
+        now_us = int(time.time() * 1_000_000)
+        tick = (now_us - origin_us) // 1_000_000
+        mark_tick = max(mark_tick, tick)
+        raw = control.dumps(control.watermark("bench", ["bench"], now_us, mark_tick, origin_us))
+        for q in range(bench.partitions):
+            pending.append(await producer.send(topic, raw, partition=q, headers=headers))
+
+    poller = asyncio.create_task(poll())
+    pending: list[Awaitable[Any]] = []
+    sent = 0
+    try:
+        began = time.time()
+        end = began + seconds
+        next_mark = began
+        while True:
+            now = time.time()
+            if now >= end:
+                break
+            due = int((now - began) * LATENCY_RATE)
+            while sent < due:
+                doc, mask = next(source)
+                occurred_us = int(time.time() * 1_000_000)
+                ev = remapped(doc, mask, iso_us(occurred_us), society)
+                pending.append(await producer.send(topic, orjson.dumps(ev), key=key_of(ev)))
+                last_sent[occurred_us - occurred_us % 1_000_000] = time.time()
+                sent += 1
+            if now >= next_mark:
+                await send_marks(pending)
+                next_mark += 0.1
+            if len(pending) > 2_000:
+                await asyncio.gather(*pending)
+                pending = []
+            bench.progress.update(task, completed=min(seconds, now - began))
+            for p in procs:
+                bench.children.check(p)
+            await asyncio.sleep(0.002)
+        res.produced = sent
+        res.seconds = time.time() - began
+        # The full windows: those that started after the first event and ended before the last one.
+        full = [w for w in sorted(last_sent) if w >= began * 1e6 and w + 1_000_000 <= end * 1e6]
+        deadline = time.time() + 30
+        while time.time() < deadline and not all(w in inserted for w in full):
+            if time.time() >= next_mark:
+                await send_marks(pending)  # a producer keeps marking time while idle
+                next_mark += 0.1
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*pending)
+    finally:
+        stop_polling.set()
+        with contextlib.suppress(Exception):
+            await poller
+        await producer.stop()
+    lat = [inserted[w] - (w + 1_000_000) / 1e6 for w in full if w in inserted]
+    vis = [seen[w] - (w + 1_000_000) / 1e6 for w in full if w in seen]
+    vs_last = [inserted[w] - last_sent[w] for w in full if w in inserted]
+    res.windows = len(lat)
+    res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), max(lat, default=None)
+    res.seen_p50, res.seen_p99, res.seen_max = (
+        percentile(vis, 50),
+        percentile(vis, 99),
+        max(vis, default=None),
+    )
+    res.vs_last_p50, res.vs_last_p99 = percentile(vs_last, 50), percentile(vs_last, 99)
+    missing = len(full) - len(lat)
+    if missing:
+        res.error = f"{missing} of {len(full)} windows never reached ClickHouse within 30 s"
+
+
+# ------------------------------------------------------------------------------------------ log parsing
+def sink_flushes(path: Path) -> list[tuple[float, float, int]]:
+    """``(timestamp, latency_s, rows)`` of every events-table ``sink.flushed`` line of a sink log."""
+    out: list[tuple[float, float, int]] = []
+    if not path.exists():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        if '"sink.flushed"' not in line:
+            continue
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if doc.get("table") != "events":
+            continue
+        out.append((parse_ts(doc["timestamp"]), float(doc["latency_ms"]) / 1000, int(doc["rows"])))
+    return out
+
+
+def flush_span(flushes: list[tuple[float, float, int]], want: int) -> tuple[float | None, float | None]:
+    """Start of the first insert and end of the insert that brought the rows to ``want``."""
+    inserts = [f for f in flushes if f[2] > 0]
+    if not inserts:
+        return None, None
+    start = inserts[0][0] - inserts[0][1]
+    total = 0
+    for ts, _, rows in inserts:
+        total += rows
+        if total >= want:
+            return start, ts
+    return start, None
+
+
+def summarize_profile(text: str, top: int = 15) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Self and inclusive shares of functions in py-spy ``--format raw`` (collapsed stacks) output."""
+    selfc: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in text.splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        count = int(count_s)
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+        frames = [f for f in frames if "(" in f]  # drop process/thread labels
+        if not frames:
+            continue
+        total += count
+        selfc[frames[-1]] += count
+        for f in set(frames):
+            incl[f] += count
+    if not total:
+        return [], []
+
+    def short(name: str) -> str:
+        return re.sub(r"\(/.*?/(site-packages|main)/", "(", name)
+
+    return (
+        [(short(f), c / total) for f, c in selfc.most_common(top)],
+        [(short(f), c / total) for f, c in incl.most_common(top * 2)],
+    )
+
+
+# ------------------------------------------------------------------------------------------- reporting
+def fmt_rate(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def fmt_s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def fmt_mib(v: int | None) -> str:
+    return "-" if not v else f"{v / MIB:,.0f} MiB"
+
+
+STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e")
+
+
+def results_rows(run: Run) -> list[list[str]]:
+    ceiling = run.stages.get("ceiling")
+    c_rate = ceiling.rate if ceiling else None
+    rows = []
+    for i, key in enumerate(STAGE_ORDER, start=1):
+        st = run.stages.get(key)
+        if st is None:
+            continue
+        ratio = f"{st.rate / c_rate:.2f}" if st.rate and c_rate else "-"
+        if st.error:
+            rows.append([str(i), st.label, "-", "-", "failed", "-", st.error])
+        else:
+            rows.append(
+                [str(i), st.label, f"{st.events:,}", f"{st.seconds:.2f}", fmt_rate(st.rate), ratio, st.note]
+            )
+    return rows
+
+
+def targets(run: Run) -> list[list[str]]:
+    e2e = run.stages.get("e2e")
+    e2e_rate = e2e.rate if e2e else None
+    lat = run.latency
+    worker = run.memory.peak.get("worker")
+    n = run.events
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("**met**" if ok else "**not met**")
+
+    rss_note = ""
+    if n < 1_000_000:
+        rss_note = f" (measured after {n:,} events, not 1,000,000{'; --quick' if run.quick else ''})"
+    return [
+        [
+            "end-to-end >= 20,000 events/s",
+            f"{fmt_rate(e2e_rate)} events/s",
+            verdict(None if e2e_rate is None else e2e_rate >= TARGET_E2E),
+        ],
+        [
+            "metric values in ClickHouse within 2 s (p99) at 1,000 events/s",
+            f"p99 {fmt_s(lat.p99)} s (p50 {fmt_s(lat.p50)} s, max {fmt_s(lat.max)} s, {lat.windows} windows)",
+            verdict(None if lat.p99 is None else lat.p99 <= TARGET_LATENCY_P99_S and not lat.error),
+        ],
+        [
+            "stream worker peak RSS < 1 GiB after 1,000,000 events",
+            f"{fmt_mib(worker)}{rss_note}",
+            verdict(None if not worker else worker < TARGET_WORKER_RSS)
+            + (" (not at 1M)" if n < 1_000_000 and worker else ""),
+        ],
+    ]
+
+
+def print_table(run: Run) -> None:
+    out = Console()
+    t = Table(title=f"pipeline benchmark, {run.events:,} events", header_style="bold")
+    for col in ("#", "stage", "events", "s", "events/s", "x ceiling"):
+        t.add_column(col, justify="right" if col not in ("stage",) else "left")
+    for row in results_rows(run):
+        t.add_row(*row[:6])
+    out.print(t)
+    lat = run.latency
+    lt = Table(
+        title="latency at 1,000 events/s, 1-s windows (window end -> events_total row)", header_style="bold"
+    )
+    for col in ("measure", "p50 s", "p99 s", "max s"):
+        lt.add_column(col)
+    lt.add_row("_inserted_at - window end", fmt_s(lat.p50), fmt_s(lat.p99), fmt_s(lat.max))
+    lt.add_row(
+        "first seen by a 50-ms poll - window end",
+        fmt_s(lat.seen_p50),
+        fmt_s(lat.seen_p99),
+        fmt_s(lat.seen_max),
+    )
+    out.print(lt)
+    mt = Table(title=f"peak RSS during the end-to-end run ({run.events:,} events)", header_style="bold")
+    mt.add_column("process")
+    mt.add_column("peak")
+    mt.add_column("at the end")
+    for role in ("worker", "sink", "producer"):
+        mt.add_row(role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role)))
+    out.print(mt)
+    tt = Table(title="targets", header_style="bold")
+    for col in ("target", "measured", "verdict"):
+        tt.add_column(col)
+    for row in targets(run):
+        tt.add_row(*(c.replace("**", "") for c in row))
+    out.print(tt)
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def history_line(run: Run) -> str:
+    def rate(key: str) -> str:
+        st = run.stages.get(key)
+        return fmt_rate(st.rate if st else None)
+
+    return (
+        f"| {run.started:%Y-%m-%d %H:%M} UTC | {run.events:,} | {rate('ceiling')} | {rate('producer')} | "
+        f"{rate('processor')} | {rate('sink')} | {rate('e2e')} | {fmt_s(run.latency.p99)} | "
+        f"{fmt_mib(run.memory.peak.get('worker'))} | {run.load_before[0]:.2f} |"
+    )
+
+
+def write_markdown(run: Run, path: Path) -> None:
+    old_history: list[str] = []
+    if path.exists():
+        text = path.read_text()
+        if HISTORY_BEGIN in text and HISTORY_END in text:
+            block = text.split(HISTORY_BEGIN, 1)[1].split(HISTORY_END, 1)[0]
+            old_history = [ln for ln in block.strip().splitlines() if ln.startswith("| 20")]
+    m = run.machine
+    ds = run.dataset
+    lat = run.latency
+    ceiling = run.stages.get("ceiling")
+    parts: list[str] = []
+    parts.append("# Benchmarks\n")
+    parts.append(
+        "Measured by `bench/pipeline.py` (`make bench`), every figure from **one run on one machine**, so the "
+        "ratios to the raw consume ceiling compare like with like. Rerun it on your machine; do not compare "
+        "absolute numbers across machines.\n"
+    )
+    parts.append("## Run\n")
+    parts.append(
+        md_table(
+            ["", ""],
+            [
+                ["date", f"{run.started:%Y-%m-%d %H:%M} UTC"],
+                ["command", f"`{run.command}`"],
+                ["machine", f"{m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, {m['os']}"],
+                [
+                    "software",
+                    f"Python {m['python']}, aiokafka {m['aiokafka']}, broker: "
+                    + (
+                        "KAFKA_BOOTSTRAP"
+                        if os.environ.get("KAFKA_BOOTSTRAP")
+                        else "local Tansu 0.6.0 (memory storage)"
+                    )
+                    + ", ClickHouse: chDB (embedded)",
+                ],
+                ["events", f"{run.events:,}" + (" (`--quick`)" if run.quick else "")],
+                [
+                    "load average (1/5/15 min)",
+                    "before: "
+                    + " / ".join(f"{x:.2f}" for x in run.load_before)
+                    + (
+                        "; after: " + " / ".join(f"{x:.2f}" for x in run.load_after) if run.load_after else ""
+                    ),
+                ],
+            ],
+        )
+        + "\n"
+    )
+    parts.append("## Throughput\n")
+    parts.append(
+        md_table(
+            ["#", "stage", "events", "seconds", "events/s", "x raw ceiling", "what exactly"],
+            results_rows(run),
+        )
+        + "\n"
+    )
+    if ceiling and ceiling.rate:
+        parts.append(
+            f"The raw consume ceiling ({fmt_rate(ceiling.rate)} records/s) is what one Python process can "
+            "read and parse from this broker with aiokafka and orjson, doing nothing else; every other stage "
+            "is shown as a fraction of it.\n"
+        )
+    parts.append("## Latency\n")
+    parts.append(
+        md_table(
+            [
+                "measure (1-s event-time windows, 1,000 events/s, marks every 100 ms)",
+                "p50 s",
+                "p99 s",
+                "max s",
+            ],
+            [
+                [
+                    "`min(_inserted_at)` of the window's `events_total` row - window end",
+                    fmt_s(lat.p50),
+                    fmt_s(lat.p99),
+                    fmt_s(lat.max),
+                ],
+                [
+                    "first seen by a 50-ms `/query` poll - window end",
+                    fmt_s(lat.seen_p50),
+                    fmt_s(lat.seen_p99),
+                    fmt_s(lat.seen_max),
+                ],
+                [
+                    "`min(_inserted_at)` - wall time the window's last event was sent",
+                    fmt_s(lat.vs_last_p50),
+                    fmt_s(lat.vs_last_p99),
+                    "-",
+                ],
+            ],
+        )
+        + "\n"
+    )
+    parts.append(
+        f"{lat.windows} full windows, {lat.produced:,} events in {lat.seconds:.1f} s."
+        + (f" **{lat.error}**" if lat.error else "")
+        + " What is measured: a fresh society with the sink and one stream worker running "
+        "(`SOCIETY_WINDOW_SECONDS=1`, everything else default); one producer sends thread-shaped events whose "
+        "`occurred_at` is the wall clock at sending, and a watermark (`watermark_us` = now) to every partition "
+        "every 100 ms. A window `[t, t+1 s)` ends at wall time `t+1 s` (its last event is sent just before). "
+        "The latency of a window is the time ClickHouse stored its first `events_total` metric row "
+        "(`_inserted_at`, the sink's `now64(3)`) minus the window end: it covers the watermark delay (<= 100 ms), "
+        "validation, the partial on the partials topic, the Faust aggregator computing all the window's "
+        "metrics, the metrics topic and the sink's batching (`SOCIETY_SINK_BATCH_SECONDS`, 0.5 s). p99 over "
+        "~30 windows is close to the maximum.\n"
+    )
+    parts.append("## Memory\n")
+    parts.append(
+        md_table(
+            ["process", "peak RSS", "RSS at the end"],
+            [
+                [role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role))]
+                for role in ("worker", "sink", "producer")
+            ],
+        )
+        + "\n"
+    )
+    parts.append(
+        f"Peak RSS (psutil, process + children, sampled every 0.5 s) during the end-to-end run of {run.events:,} "
+        "events" + (" (`--quick`: 200,000, not 1,000,000)" if run.quick else "") + ". The producer is "
+        "`bench/producer.py`, which streams its input from a file, so its RSS is the client's own.\n"
+    )
+    parts.append("## Targets\n")
+    parts.append(md_table(["target (from the issue)", "measured", "verdict"], targets(run)) + "\n")
+    if run.profile:
+        parts.append("## Where the stream worker spends its time\n")
+        parts.append(
+            "py-spy (`--profile`, 100 Hz, all threads, idle excluded) on the stream worker during stage 3. "
+            "Self time, share of samples:\n"
+        )
+        parts.append(
+            md_table(["function (file)", "self"], [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile]) + "\n"
+        )
+        parts.append("Inclusive (function and what it calls):\n")
+        parts.append(
+            md_table(
+                ["function (file)", "inclusive"], [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile_inclusive]
+            )
+            + "\n"
+        )
+    parts.append("## Data\n")
+    if ds is not None:
+        mix = ", ".join(f"{t} {c / ds.events:.1%}" for t, c in ds.types.most_common())
+        parts.append(
+            f"{ds.events:,} valid events, mean {ds.mean_bytes:.0f} B of JSON: a society of {ds.agents:,} agents "
+            f"simulated by `agents.offline.simulate` (the calibrated MoltBook-shaped model) for "
+            f"{ds.base_ticks:,} ticks of 60 s, its posts/comments/votes tiled {ds.copies}x forward in time with "
+            "remapped ids (every comment and vote references a post or comment of its own copy, so nothing is "
+            f"dead-lettered). Mix: {mix}. Keys by thread (`partition_key`), {run.machine.get('partitions', '4')} "
+            f"partitions. {ds.marks:,} watermark records (one producer, one mark per partition every ~1,000 "
+            "events per partition, plus a final one), which the stream worker turns into hourly windows "
+            f"({(ds.end_us - ds.origin_us) / 3.6e9:,.0f} windows of metrics computed by the aggregator).\n"
+        )
+    parts.append("## Method\n")
+    parts.append(
+        "- One broker for the whole run (a local Tansu unless `KAFKA_BOOTSTRAP` is set), fresh society names, "
+        "a temporary directory for chDB and state; workers and sinks are the real `python -m streams` / "
+        "`python -m sinks` processes with their default settings.\n"
+        "- 1 raw ceiling: after stage 2, one aiokafka consumer (no group, `max_poll_records=10000`, "
+        "`fetch_max_wait_ms=20`, uvloop) reads the actions topic from the beginning and `orjson.loads` every value; "
+        "records (events + watermarks) / seconds.\n"
+        "- 2 producer: `bench/producer.py` (aiokafka, `acks=all`, `linger_ms=5`, 1 MiB batches) sends the N "
+        "pre-encoded events (keyed) and the watermarks; N / (last ack - first send).\n"
+        "- 3 stream processor: one `python -m streams` worker started on the filled actions topic; N / (time the "
+        "events topic holds all N events + forwarded marks - time its first record appeared), read from fetch "
+        "high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu).\n"
+        "- 4 sink: `python -m sinks` started on the events topic of stage 3; N / (end of the insert that completed "
+        "N rows - start of its first insert), from its `sink.flushed` log lines (cross-checked with `/health`).\n"
+        "- 5 end to end: fresh society, sink and stream worker started and warm (a probe event went all the way "
+        "to ClickHouse), then the producer sends N events at full speed; N / (time `/health` shows N rows - "
+        "first send).\n"
+    )
+    parts.append("## Noise\n")
+    parts.append(
+        f"The machine has {m['nproc']} cores and was shared with other work during the run (load average before the "
+        "run: " + " / ".join(f"{x:.2f}" for x in run.load_before) + "). The broker, the stream worker, the "
+        "sink, the producer and the benchmark itself share those cores, so every stage competes with the "
+        "others that run at the same time (in the end-to-end stage: all of them). Expect +-10-20% between runs; "
+        "the ratios to the ceiling are steadier than the absolute figures.\n"
+    )
+    if run.notes:
+        parts.append("Notes: " + "; ".join(run.notes) + "\n")
+    history = [*old_history, history_line(run)][-20:]
+    parts.append("## History\n")
+    parts.append(
+        "One line per run of `bench/pipeline.py` that wrote this file (newest last).\n\n"
+        + HISTORY_BEGIN
+        + "\n| date | events | ceiling/s | producer/s | processor/s | sink/s | e2e/s | latency p99 s | worker peak RSS | load |\n"
+        + "|---|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(history)
+        + "\n"
+        + HISTORY_END
+        + "\n"
+    )
+    path.write_text("\n".join(parts))
+
+
+# ------------------------------------------------------------------------------------------------ main
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=None, help="events per stage (default 1,000,000)")
+    parser.add_argument("--quick", action="store_true", help="200,000 events instead of 1,000,000")
+    parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of the latency run")
+    parser.add_argument(
+        "--output", type=Path, default=REPO / "BENCHMARKS.md", help="Markdown report to write"
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only, do not write the report")
+    parser.add_argument("--profile", action="store_true", help="py-spy the stream worker during stage 3")
+    parser.add_argument("--profile-out", type=Path, default=None, help="keep the raw py-spy profile here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["producer", "ceiling", "processor", "sink", "e2e", "latency"],
+    )
+    args = parser.parse_args(argv)
+    if args.events is None:
+        args.events = 200_000 if args.quick else 1_000_000
+    if args.events < 1_000:
+        parser.error("--events must be at least 1,000")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    args = parse_args(raw)
+    exe = (
+        os.path.relpath(sys.executable, Path.cwd())
+        if sys.executable.startswith(str(Path.cwd()))
+        else sys.executable
+    )
+    run = Run(
+        started=datetime.now(UTC),
+        command=" ".join([exe, "-m", "bench.pipeline", *raw]),
+        events=args.events,
+        quick=args.quick,
+        machine=machine_info(),
+        load_before=os.getloadavg(),
+    )
+    bench = Bench(args, run)
+    run.machine["partitions"] = str(bench.partitions)
+    import uvloop
+
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(bench.main())
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    run.load_after = os.getloadavg()
+    print_table(run)
+    if not args.no_write:
+        write_markdown(run, args.output)
+        err.print(f"wrote {args.output}")
+    failed = [s.key for s in run.stages.values() if s.error] + (["latency"] if run.latency.error else [])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
