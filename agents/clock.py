@@ -4,8 +4,9 @@ Simulated time (``mode=sim``): tick ``t + 1`` is published only when the feed of
 every partition, i.e. when every shard's actions of tick ``t`` have been validated and folded into the
 feeds. Agents therefore always act on the feed as of the previous tick, whatever the timing.
 
-Real time (``mode=realtime``): a tick is published every ``tick_seconds`` of wall-clock time and agents act
-on the newest feed they have, like agents on their own schedule.
+Real time (``mode=realtime``): after the genesis tick (a barrier, so every worker is up), a tick is
+published every ``tick_seconds`` of wall-clock time and agents act on the newest feed they have, like
+agents on their own schedule.
 
 At the end a final tick makes every shard write an end-of-time watermark, which closes every window.
 """
@@ -34,6 +35,7 @@ class Clock:
         self.topic = topic_name(society, Role.TICKS)
         self.origin = datetime.fromisoformat(settings.sim_start)
         self.tick = -1
+        self.origin_us = control.to_us(self.origin)
         self.end_us = 0
 
     async def _publish(self, producer: AIOKafkaProducer, t: int, sim_time_us: int, final: bool) -> None:
@@ -43,6 +45,7 @@ class Clock:
                 "tick": t,
                 "shard": shard,
                 "sim_time_us": sim_time_us,
+                "origin_us": self.origin_us,
                 "final": final,
                 "wall_time": time.time(),
             }
@@ -63,12 +66,14 @@ class Clock:
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
         await producer.start()
         began = time.monotonic()
+        if self.s.mode == "realtime":
+            self.origin_us = int(time.time() * 1_000_000)
         try:
             t = 0
             while not stop.is_set():
                 if ticks is not None and t >= ticks:
                     break
-                if duration is not None and time.monotonic() - began >= duration:
+                if duration is not None and t > 0 and time.monotonic() - began >= duration:
                     break
                 if self.s.mode == "sim":
                     sim_us = control.to_us(self.origin + timedelta(seconds=t * self.s.tick_seconds))
@@ -81,8 +86,20 @@ class Clock:
                             continue
                 else:
                     await self._publish(producer, t, int(time.time() * 1_000_000), final=False)
-                    await asyncio.sleep(self.s.tick_seconds)
+                    if t == 0:  # genesis is a barrier in real time too: start once every worker is up
+                        while not stop.is_set():
+                            try:
+                                await self.feeds.wait_for(0, timeout=0.5)
+                                break
+                            except TimeoutError:
+                                continue
+                    else:
+                        await asyncio.sleep(self.s.tick_seconds)
                 self.tick = t
+                if t == 0:
+                    began = (
+                        time.monotonic()
+                    )  # the duration counts from the first tick the stack has processed
                 on_tick(t)
                 t += 1
             if self.s.mode == "sim":

@@ -117,7 +117,7 @@ class AgentWorker:
     ) -> list[Awaitable[Any]]:
         """Decide and send one shard's tick; return the send futures (the caller awaits them)."""
         shard, t = tick["shard"], tick["tick"]
-        origin_us = control.to_us(self.origin)
+        origin_us = tick["origin_us"]
         futures: list[Awaitable[Any]] = []
         if tick["final"]:
             wm, mark_tick = tick["sim_time_us"], t

@@ -523,7 +523,8 @@ class Bench:
     # --- 2. producer ---------------------------------------------------------------------------------
     async def stage_producer(self) -> None:
         st = self.stage("producer", "producer (aiokafka, acks=all, linger 5 ms) -> actions topic")
-        task = self.progress.add_task("2 producer", total=None)
+        assert self.ds is not None
+        task = self.progress.add_task("2 producer", total=self.ds.events)
         doc = await self.run_producer(self.soc_a, "producer", "producer stage: producer")
         self.progress.update(task, total=doc["events"], completed=doc["events"])
         st.events = int(doc["events"])
@@ -583,15 +584,16 @@ class Bench:
         t_events = topic_name(self.soc_a, Role.EVENTS)
         t_dlq = topic_name(self.soc_a, Role.DEADLETTER)
         target = self.ds.events + self.ds.marks
+        task = self.progress.add_task("3 stream processor", total=target)
         watch = HighWatch(self.bootstrap, [t_events, t_dlq])
         await watch.start()
-        task = self.progress.add_task("3 stream processor", total=target)
-        proc = self.spawn_role("streams", self.soc_a, "stream worker processor stage")
-        mem_key = "processor stage: stream worker"
-        self.monitor.track(mem_key, proc.pid)
         profiler: subprocess.Popen[bytes] | None = None
         first: float | None = None
+        mem_key = "processor stage: stream worker"
+        proc: subprocess.Popen[bytes] | None = None
         try:
+            proc = self.spawn_role("streams", self.soc_a, "stream worker processor stage")
+            self.monitor.track(mem_key, proc.pid)
             deadline = time.monotonic() + self.timeout()
             while True:
                 tot = await watch.totals()
@@ -613,12 +615,29 @@ class Bench:
             st.note = "first record in events topic -> all accepted events + forwarded marks there"
             if tot[t_dlq]:
                 st.note += f"; {tot[t_dlq]:,} dead letters"
+            # The aggregator (same process) may still be computing window metrics: wait for it, report it.
+            windows = math.ceil((self.ds.end_us - self.ds.origin_us) / (self.settings.window_seconds * 1e6))
+            log_path = self.children.log_path("stream worker processor stage")
+            limit = time.monotonic() + 300
+            computed: list[float] = []
+            while time.monotonic() < limit:
+                computed = log_times(log_path, "window.computed")
+                if len(computed) >= windows:
+                    break
+                self.children.check(proc)
+                await asyncio.sleep(0.2)
+            if len(computed) >= windows:
+                lag = max(0.0, computed[-1] - now)
+                st.note += f"; the aggregator finished the metrics of all {windows} windows {lag:.1f} s later"
+            else:
+                st.note += f"; the aggregator computed {len(computed)} of {windows} windows within 300 s"
         finally:
             if profiler is not None:
                 self.stop_profiler(profiler)
             self.monitor.untrack(mem_key)
             await watch.stop()
-            self.children.stop(proc)
+            if proc is not None:
+                self.children.stop(proc)
         err.print(f"  processor: {st.rate or 0:,.0f} events/s")
 
     def start_profiler(self, pid: int) -> subprocess.Popen[bytes] | None:
@@ -746,7 +765,7 @@ class Bench:
         await latency_run(self, url, soc, origin_us, seconds, task, res, [sink, worker])
         self.children.stop(worker)
         self.children.stop(sink)
-        err.print(f"  latency: p50 {res.p50} s, p99 {res.p99} s over {res.windows} windows")
+        err.print(f"  latency: p50 {fmt_s(res.p50)} s, p99 {fmt_s(res.p99)} s over {res.windows} windows")
 
 
 # --------------------------------------------------------------------------------------------- latency
@@ -891,6 +910,19 @@ def sink_flushes(path: Path) -> list[tuple[float, float, int]]:
         if doc.get("table") != "events":
             continue
         out.append((parse_ts(doc["timestamp"]), float(doc["latency_ms"]) / 1000, int(doc["rows"])))
+    return out
+
+
+def log_times(path: Path, event: str) -> list[float]:
+    """Timestamps of the JSON log lines of ``event`` in a child's log."""
+    needle = f'"event": "{event}"'
+    out: list[float] = []
+    if not path.exists():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        if needle in line:
+            with contextlib.suppress(orjson.JSONDecodeError, KeyError, ValueError):
+                out.append(parse_ts(orjson.loads(line)["timestamp"]))
     return out
 
 
@@ -1060,197 +1092,201 @@ def history_line(run: Run) -> str:
     )
 
 
+INTRO = """\
+Measured by `bench/pipeline.py` (`make bench`): every figure below comes from **one run on one
+machine**, so the ratios to the raw consume ceiling compare like with like. Rerun it on your machine;
+do not compare absolute numbers across machines. This file is rewritten by each run; the text between
+the `notes` markers and the history table are kept.
+"""
+
+CEILING_TEXT = """\
+The raw consume ceiling ({rate} records/s) is what one Python process reads and parses from this
+broker with aiokafka and orjson, doing nothing else; every other stage is shown as a fraction of it.
+"""
+
+LATENCY_TEXT = """\
+{windows} full windows, {produced:,} events in {seconds:.1f} s.{error}
+
+What is measured: a fresh society with the sink and one stream worker running
+(`SOCIETY_WINDOW_SECONDS=1`, everything else default); one producer (in the benchmark process) sends
+thread-shaped events whose `occurred_at` is the wall clock at sending, 1,000 per second, and a watermark
+(`watermark_us` = now) to every partition every 100 ms. A window `[t, t+1 s)` ends at wall time
+`t+1 s`; its last event is sent just before. The latency of a window is the time ClickHouse stored the
+window's `events_total` metric row (`min(_inserted_at)`, the sink's `now64(3)`, same clock) minus the
+window end. It covers the watermark delay (up to 100 ms), validation, the window partials on the
+partials topic, the Faust aggregator computing all the window's metrics, the metrics topic, and the
+sink's batching (`SOCIETY_SINK_BATCH_SECONDS`, 0.5 s by default). The `/query` endpoint was polled every
+50 ms for the row; the second line is when the poll first saw it. Only windows that started after the
+first event and ended before the last one count; with ~30 windows, p99 is the maximum.
+"""
+
+MEMORY_TEXT = """\
+Peak RSS (psutil, process + children, sampled every 0.5 s) during the end-to-end run of {events:,}
+events{quick}. The producer is `bench/producer.py`, which streams its input file in 4 MiB chunks, so
+its RSS is the client's own (aiokafka buffers and up to 100,000 in-flight send futures).
+"""
+
+DATA_TEXT = """\
+{events:,} valid events, mean {mean:.0f} B of JSON. A society of {agents:,} agents simulated by
+`agents.offline.simulate` (the calibrated MoltBook-shaped model) for {ticks:,} ticks of 60 s; its posts,
+comments and votes tiled {copies}x forward in time with remapped ids (every comment and vote references a
+post or comment of its own copy, so nothing is dead-lettered; agents are the same in every copy). Mix:
+{mix}. Keyed by thread (`partition_key`) over {partitions} partitions. {marks:,} watermark records: one
+producer, a mark on every partition every ~1,000 events per partition, plus a final mark; with the
+default 1-hour windows the stream worker closes {windows:,} windows whose metrics the aggregator computes.
+Event times end about two hours before the run.
+"""
+
+METHOD_TEXT = """\
+- One broker for the whole run (a local Tansu unless `KAFKA_BOOTSTRAP` is set), fresh society names, a
+  temporary directory for chDB and state. Workers and sinks are the real `python -m streams` and
+  `python -m sinks` processes with default settings, started like `society run` starts them.
+- 1 raw ceiling: after stage 2, one aiokafka consumer (no group, `max_poll_records=10000`,
+  `fetch_max_wait_ms=20`, 8 MiB per partition, uvloop) reads the actions topic from the beginning and
+  `orjson.loads` every value: records (events + watermarks) / seconds.
+- 2 producer: `bench/producer.py` (aiokafka, `acks=all`, `linger_ms=5`, 1 MiB batches, uvloop) sends the
+  N pre-encoded events (keyed) and the watermarks: N / (last ack - first send).
+- 3 stream processor: one `python -m streams` worker started on the filled actions topic:
+  N / (time the events topic holds all N events and forwarded marks - time its first record appeared),
+  read from fetch high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu). Includes the Faust
+  aggregator computing the metrics of every window closed, in the same process.
+- 4 sink: `python -m sinks` started on the events topic of stage 3: N / (end of the insert that
+  completed N rows - start of its first insert), from its `sink.flushed` log lines (and `/health`).
+- 5 end to end: fresh society; sink and stream worker started and warm (a probe event went all the way to
+  ClickHouse); then the producer child sends N events (+ marks) at full speed:
+  N / (time `/health` first shows N rows - first send).
+"""
+
+NOISE_TEXT = """\
+The machine has {nproc} cores and was shared with other work during the run (load average before the
+run {before}, after {after}). The broker, the stream worker, the sink, the producer and the benchmark
+itself share those cores: each stage competes with whatever else runs, and in the end-to-end stage with
+all the pipeline's processes at once. Expect +-10-20% between runs; ratios to the ceiling, measured
+minutes apart in the same run, are steadier than absolute figures.
+"""
+
+NOTES_BEGIN = "<!-- notes:begin -->"
+NOTES_END = "<!-- notes:end -->"
+
+
+def _block(text: str, begin: str, end: str) -> str | None:
+    if begin in text and end in text:
+        return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+    return None
+
+
 def write_markdown(run: Run, path: Path) -> None:
     old_history: list[str] = []
+    notes = ""
     if path.exists():
         text = path.read_text()
-        if HISTORY_BEGIN in text and HISTORY_END in text:
-            block = text.split(HISTORY_BEGIN, 1)[1].split(HISTORY_END, 1)[0]
-            old_history = [ln for ln in block.strip().splitlines() if ln.startswith("| 20")]
+        block = _block(text, HISTORY_BEGIN, HISTORY_END)
+        if block is not None:
+            old_history = [ln for ln in block.splitlines() if ln.startswith("| 20")]
+        notes = _block(text, NOTES_BEGIN, NOTES_END) or ""
     m = run.machine
     ds = run.dataset
     lat = run.latency
     ceiling = run.stages.get("ceiling")
-    parts: list[str] = []
-    parts.append("# Benchmarks\n")
-    parts.append(
-        "Measured by `bench/pipeline.py` (`make bench`), every figure from **one run on one machine**, so the "
-        "ratios to the raw consume ceiling compare like with like. Rerun it on your machine; do not compare "
-        "absolute numbers across machines.\n"
-    )
-    parts.append("## Run\n")
-    parts.append(
-        md_table(
-            ["", ""],
-            [
-                ["date", f"{run.started:%Y-%m-%d %H:%M} UTC"],
-                ["command", f"`{run.command}`"],
-                ["machine", f"{m['nproc']} CPUs ({m['cpu']}), {m['ram']} RAM, {m['os']}"],
-                [
-                    "software",
-                    f"Python {m['python']}, aiokafka {m['aiokafka']}, broker: "
-                    + (
-                        "KAFKA_BOOTSTRAP"
-                        if os.environ.get("KAFKA_BOOTSTRAP")
-                        else "local Tansu 0.6.0 (memory storage)"
-                    )
-                    + ", ClickHouse: chDB (embedded)",
-                ],
-                ["events", f"{run.events:,}" + (" (`--quick`)" if run.quick else "")],
-                [
-                    "load average (1/5/15 min)",
-                    "before: "
-                    + " / ".join(f"{x:.2f}" for x in run.load_before)
-                    + (
-                        "; after: " + " / ".join(f"{x:.2f}" for x in run.load_after) if run.load_after else ""
-                    ),
-                ],
-            ],
-        )
-        + "\n"
-    )
+
+    def loads(v: tuple[float, float, float] | None) -> str:
+        return "-" if v is None else " / ".join(f"{x:.2f}" for x in v)
+
+    broker = "KAFKA_BOOTSTRAP" if os.environ.get("KAFKA_BOOTSTRAP") else "local Tansu 0.6.0 (memory storage)"
+    parts: list[str] = ["# Benchmarks\n", INTRO, "## Run\n"]
+    run_rows = [
+        ["date", f"{run.started:%Y-%m-%d %H:%M} UTC"],
+        ["command", f"`{run.command}`"],
+        ["machine", f"nproc {m['nproc']}, {m['cpu']}, {m['ram']} RAM, {m['os']}"],
+        ["software", f"Python {m['python']}, aiokafka {m['aiokafka']}, {broker}, chDB (embedded ClickHouse)"],
+        ["events per stage", f"{run.events:,}" + (" (`--quick`)" if run.quick else "")],
+        ["load average (1/5/15 min)", f"before {loads(run.load_before)}; after {loads(run.load_after)}"],
+    ]
+    parts.append(md_table(["", ""], run_rows) + "\n")
     parts.append("## Throughput\n")
-    parts.append(
-        md_table(
-            ["#", "stage", "events", "seconds", "events/s", "x raw ceiling", "what exactly"],
-            results_rows(run),
-        )
-        + "\n"
-    )
+    header = ["#", "stage", "events", "seconds", "events/s", "x raw ceiling", "what exactly"]
+    parts.append(md_table(header, results_rows(run)) + "\n")
     if ceiling and ceiling.rate:
-        parts.append(
-            f"The raw consume ceiling ({fmt_rate(ceiling.rate)} records/s) is what one Python process can "
-            "read and parse from this broker with aiokafka and orjson, doing nothing else; every other stage "
-            "is shown as a fraction of it.\n"
-        )
+        parts.append(CEILING_TEXT.format(rate=fmt_rate(ceiling.rate)))
     parts.append("## Latency\n")
+    lat_rows = [
+        ["`events_total` row stored (`_inserted_at`) - window end", lat.p50, lat.p99, lat.max],
+        ["first seen by the 50-ms `/query` poll - window end", lat.seen_p50, lat.seen_p99, lat.seen_max],
+        ["`_inserted_at` - when the window's last event was sent", lat.vs_last_p50, lat.vs_last_p99, None],
+    ]
     parts.append(
         md_table(
-            [
-                "measure (1-s event-time windows, 1,000 events/s, marks every 100 ms)",
-                "p50 s",
-                "p99 s",
-                "max s",
-            ],
-            [
-                [
-                    "`min(_inserted_at)` of the window's `events_total` row - window end",
-                    fmt_s(lat.p50),
-                    fmt_s(lat.p99),
-                    fmt_s(lat.max),
-                ],
-                [
-                    "first seen by a 50-ms `/query` poll - window end",
-                    fmt_s(lat.seen_p50),
-                    fmt_s(lat.seen_p99),
-                    fmt_s(lat.seen_max),
-                ],
-                [
-                    "`min(_inserted_at)` - wall time the window's last event was sent",
-                    fmt_s(lat.vs_last_p50),
-                    fmt_s(lat.vs_last_p99),
-                    "-",
-                ],
-            ],
+            ["1,000 events/s, 1-s windows, marks every 100 ms", "p50 s", "p99 s", "max s"],
+            [[str(r[0]), *(fmt_s(v) if isinstance(v, float) else "-" for v in r[1:])] for r in lat_rows],
         )
-        + "\n"
     )
+    parts.append("")
     parts.append(
-        f"{lat.windows} full windows, {lat.produced:,} events in {lat.seconds:.1f} s."
-        + (f" **{lat.error}**" if lat.error else "")
-        + " What is measured: a fresh society with the sink and one stream worker running "
-        "(`SOCIETY_WINDOW_SECONDS=1`, everything else default); one producer sends thread-shaped events whose "
-        "`occurred_at` is the wall clock at sending, and a watermark (`watermark_us` = now) to every partition "
-        "every 100 ms. A window `[t, t+1 s)` ends at wall time `t+1 s` (its last event is sent just before). "
-        "The latency of a window is the time ClickHouse stored its first `events_total` metric row "
-        "(`_inserted_at`, the sink's `now64(3)`) minus the window end: it covers the watermark delay (<= 100 ms), "
-        "validation, the partial on the partials topic, the Faust aggregator computing all the window's "
-        "metrics, the metrics topic and the sink's batching (`SOCIETY_SINK_BATCH_SECONDS`, 0.5 s). p99 over "
-        "~30 windows is close to the maximum.\n"
+        LATENCY_TEXT.format(
+            windows=lat.windows,
+            produced=lat.produced,
+            seconds=lat.seconds,
+            error=f" **{lat.error}**" if lat.error else "",
+        )
     )
     parts.append("## Memory\n")
-    parts.append(
-        md_table(
-            ["process", "peak RSS", "RSS at the end"],
-            [
-                [role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role))]
-                for role in ("worker", "sink", "producer")
-            ],
-        )
-        + "\n"
-    )
-    parts.append(
-        f"Peak RSS (psutil, process + children, sampled every 0.5 s) during the end-to-end run of {run.events:,} "
-        "events" + (" (`--quick`: 200,000, not 1,000,000)" if run.quick else "") + ". The producer is "
-        "`bench/producer.py`, which streams its input from a file, so its RSS is the client's own.\n"
-    )
+    mem_rows = [
+        [role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role))]
+        for role in ("worker", "sink", "producer")
+    ]
+    parts.append(md_table(["process", "peak RSS", "RSS at the end"], mem_rows) + "\n")
+    quick = " (`--quick`: 200,000, not 1,000,000)" if run.quick else ""
+    parts.append(MEMORY_TEXT.format(events=run.events, quick=quick))
     parts.append("## Targets\n")
     parts.append(md_table(["target (from the issue)", "measured", "verdict"], targets(run)) + "\n")
+    if notes.strip():
+        parts.append(NOTES_BEGIN + "\n" + notes + "\n" + NOTES_END + "\n")
+    else:
+        parts.append(NOTES_BEGIN + "\n" + NOTES_END + "\n")
     if run.profile:
-        parts.append("## Where the stream worker spends its time\n")
+        parts.append("## Profile of the stream worker (this run)\n")
         parts.append(
-            "py-spy (`--profile`, 100 Hz, all threads, idle excluded) on the stream worker during stage 3. "
-            "Self time, share of samples:\n"
+            "py-spy (`--profile`, 100 Hz, all threads, idle excluded) on the stream worker during stage 3.\n"
         )
-        parts.append(
-            md_table(["function (file)", "self"], [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile]) + "\n"
-        )
-        parts.append("Inclusive (function and what it calls):\n")
-        parts.append(
-            md_table(
-                ["function (file)", "inclusive"], [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile_inclusive]
-            )
-            + "\n"
-        )
+        prof = [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile]
+        parts.append(md_table(["function (file), self time", "share of samples"], prof) + "\n")
+        incl = [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile_inclusive]
+        parts.append(md_table(["function (file), inclusive", "share of samples"], incl) + "\n")
     parts.append("## Data\n")
     if ds is not None:
-        mix = ", ".join(f"{t} {c / ds.events:.1%}" for t, c in ds.types.most_common())
         parts.append(
-            f"{ds.events:,} valid events, mean {ds.mean_bytes:.0f} B of JSON: a society of {ds.agents:,} agents "
-            f"simulated by `agents.offline.simulate` (the calibrated MoltBook-shaped model) for "
-            f"{ds.base_ticks:,} ticks of 60 s, its posts/comments/votes tiled {ds.copies}x forward in time with "
-            "remapped ids (every comment and vote references a post or comment of its own copy, so nothing is "
-            f"dead-lettered). Mix: {mix}. Keys by thread (`partition_key`), {run.machine.get('partitions', '4')} "
-            f"partitions. {ds.marks:,} watermark records (one producer, one mark per partition every ~1,000 "
-            "events per partition, plus a final one), which the stream worker turns into hourly windows "
-            f"({(ds.end_us - ds.origin_us) / 3.6e9:,.0f} windows of metrics computed by the aggregator).\n"
+            DATA_TEXT.format(
+                events=ds.events,
+                mean=ds.mean_bytes,
+                agents=ds.agents,
+                ticks=ds.base_ticks,
+                copies=ds.copies,
+                mix=", ".join(f"{t} {c / ds.events:.1%}" for t, c in ds.types.most_common()),
+                partitions=m.get("partitions", "4"),
+                marks=ds.marks,
+                windows=math.ceil((ds.end_us - ds.origin_us) / 3.6e9),
+            )
         )
     parts.append("## Method\n")
-    parts.append(
-        "- One broker for the whole run (a local Tansu unless `KAFKA_BOOTSTRAP` is set), fresh society names, "
-        "a temporary directory for chDB and state; workers and sinks are the real `python -m streams` / "
-        "`python -m sinks` processes with their default settings.\n"
-        "- 1 raw ceiling: after stage 2, one aiokafka consumer (no group, `max_poll_records=10000`, "
-        "`fetch_max_wait_ms=20`, uvloop) reads the actions topic from the beginning and `orjson.loads` every value; "
-        "records (events + watermarks) / seconds.\n"
-        "- 2 producer: `bench/producer.py` (aiokafka, `acks=all`, `linger_ms=5`, 1 MiB batches) sends the N "
-        "pre-encoded events (keyed) and the watermarks; N / (last ack - first send).\n"
-        "- 3 stream processor: one `python -m streams` worker started on the filled actions topic; N / (time the "
-        "events topic holds all N events + forwarded marks - time its first record appeared), read from fetch "
-        "high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu).\n"
-        "- 4 sink: `python -m sinks` started on the events topic of stage 3; N / (end of the insert that completed "
-        "N rows - start of its first insert), from its `sink.flushed` log lines (cross-checked with `/health`).\n"
-        "- 5 end to end: fresh society, sink and stream worker started and warm (a probe event went all the way "
-        "to ClickHouse), then the producer sends N events at full speed; N / (time `/health` shows N rows - "
-        "first send).\n"
-    )
+    parts.append(METHOD_TEXT)
     parts.append("## Noise\n")
     parts.append(
-        f"The machine has {m['nproc']} cores and was shared with other work during the run (load average before the "
-        "run: " + " / ".join(f"{x:.2f}" for x in run.load_before) + "). The broker, the stream worker, the "
-        "sink, the producer and the benchmark itself share those cores, so every stage competes with the "
-        "others that run at the same time (in the end-to-end stage: all of them). Expect +-10-20% between runs; "
-        "the ratios to the ceiling are steadier than the absolute figures.\n"
+        NOISE_TEXT.format(nproc=m["nproc"], before=loads(run.load_before), after=loads(run.load_after))
     )
     if run.notes:
-        parts.append("Notes: " + "; ".join(run.notes) + "\n")
+        parts.append("Notes of this run: " + "; ".join(run.notes) + "\n")
     history = [*old_history, history_line(run)][-20:]
+    hist_header = [
+        "date", "events", "ceiling/s", "producer/s", "processor/s", "sink/s", "e2e/s", "latency p99 s",
+        "worker peak RSS", "load 1 min",
+    ]  # fmt: skip
     parts.append("## History\n")
+    parts.append("One line per run that wrote this file, newest last.\n")
     parts.append(
-        "One line per run of `bench/pipeline.py` that wrote this file (newest last).\n\n"
-        + HISTORY_BEGIN
-        + "\n| date | events | ceiling/s | producer/s | processor/s | sink/s | e2e/s | latency p99 s | worker peak RSS | load |\n"
-        + "|---|---|---|---|---|---|---|---|---|---|\n"
+        HISTORY_BEGIN
+        + "\n"
+        + md_table(hist_header, [])
+        + "\n"
         + "\n".join(history)
         + "\n"
         + HISTORY_END

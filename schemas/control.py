@@ -63,6 +63,7 @@ class Tick(TypedDict):
     tick: int
     shard: int
     sim_time_us: int
+    origin_us: int  # the society's first instant: sim_start in simulated time, the run's start in real time
     final: bool
     wall_time: float
 

@@ -75,6 +75,7 @@ def run(
         agent_workers=agent_workers or s.agent_workers,
         console=console,
     )
+    console.print()
     console.print(
         f"[bold green]done[/bold green]: society [bold]{society}[/bold], {summary['ticks']:,} ticks, "
         f"{summary['events']:,} events in {summary['seconds']:.1f} s. Query it with: "

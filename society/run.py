@@ -126,13 +126,18 @@ async def _drive(
         console=console,
     )
     total = float(ticks) if ticks is not None else float(duration or 0)
-    task = progress.add_task("ticks" if ticks is not None else "seconds", total=total)
+    task = progress.add_task("starting the stack", total=total)
     began = time.monotonic()
     fig = Figures()
     last = (time.monotonic(), 0)
 
+    first_tick: list[float] = []
+
     def on_tick(t: int) -> None:
-        done = t + 1 if ticks is not None else min(total, time.monotonic() - began)
+        if not first_tick:
+            first_tick.append(time.monotonic())
+            progress.update(task, description="ticks" if ticks is not None else "seconds")
+        done = t + 1 if ticks is not None else min(total, time.monotonic() - first_tick[0])
         progress.update(task, completed=done)
 
     async def refresh(live: Live) -> None:
@@ -243,8 +248,7 @@ async def wait_drained(society: str, last_window_us: int, stack: LocalStack, tim
             f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
         )
         health = _health(url)
-        lag = sum(int(v) for v in (health.get("lag") or {}).values() if v is not None) if health else 1
-        if r and r.rows and int(r.rows[0][0]) > 0 and lag == 0:
+        if r and r.rows and int(r.rows[0][0]) > 0 and health.get("caught_up") is True:
             return
         await asyncio.sleep(0.3)
     raise TimeoutError("the pipeline did not drain in time")

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from rich.console import Console
 from rich.table import Table
 
@@ -50,24 +49,30 @@ async def highwaters(bootstrap: str, topics: list[str]) -> dict[TopicPartition, 
         await c.stop()
 
 
+async def group_lag(bootstrap: str, group: str, hws: dict[TopicPartition, int], topic: str) -> int:
+    """Records of ``topic`` the group has not committed yet (high watermark - committed offset)."""
+    # OffsetFetch for explicit partitions through a consumer that never joins the group: the admin
+    # client's list_consumer_group_offsets is not answered by the local Tansu broker.
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        lag = 0
+        for tp, hw in hws.items():
+            if tp.topic == topic:
+                committed = await c.committed(tp)
+                lag += hw - (committed or 0)
+        return lag
+    finally:
+        await c.stop()
+
+
 async def collect(bootstrap: str, society: str) -> dict[str, Any]:
     topics = [topic_name(society, r) for r in Role]
     hw1 = await highwaters(bootstrap, topics)
     t1 = time.monotonic()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     lags: dict[str, int] = {}
-    try:
-        for group, role in GROUPS.items():
-            committed = await admin.list_consumer_group_offsets(f"society.{society}.{group}")
-            lag = 0
-            for tp, hw in hw1.items():
-                if tp.topic == topic_name(society, role):
-                    meta = committed.get(tp)
-                    lag += hw - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-            lags[group] = lag
-    finally:
-        await admin.close()
+    for group, role in GROUPS.items():
+        lags[group] = await group_lag(bootstrap, f"society.{society}.{group}", hw1, topic_name(society, role))
     await asyncio.sleep(1.0)
     hw2 = await highwaters(bootstrap, topics)
     dt = time.monotonic() - t1

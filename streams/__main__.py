@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.set_event_loop(loop)
     data_dir = tempfile.mkdtemp(prefix=f"faust-{args.society}-")
     app = create_app(settings, args.bootstrap, args.society, data_dir=data_dir)
-    worker = faust.Worker(app, loglevel="warning", loop=loop, redirect_stdouts=False, quiet=True)
+    worker = faust.Worker(app, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True)
     worker.execute_from_commandline()
     return 0
 
