@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # --- validation -------------------------------------------------------------------------
     max_event_bytes: int = Field(default=64 * 1024, ge=1024)
     max_future_skew_s: float = Field(default=300.0, ge=0)
+    thread_ttl_seconds: float = Field(
+        default=30 * 86400.0, gt=0, description="event-time idleness after which a thread is archived"
+    )
 
     # --- simulation -------------------------------------------------------------------------
     seed: int = 42

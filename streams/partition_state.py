@@ -51,6 +51,7 @@ class Thread:
     max_depth: int = 0
     event_ids: set[str] = field(default_factory=set)
     recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us]
+    last_us: int = 0  # event time of the thread's newest event
 
     def item(self) -> FeedItem:
         return {
@@ -110,6 +111,7 @@ class PartitionState:
         feed_size: int,
         max_event_bytes: int,
         max_future_us: int,
+        thread_ttl_us: int | None = None,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
@@ -118,6 +120,10 @@ class PartitionState:
         self.max_event_bytes = max_event_bytes
         self.max_future_us = max_future_us
         self.threads: dict[str, Thread] = {}
+        # Threads idle for thread_ttl_us of event time are archived: their details are dropped (the
+        # histograms keep counting them) and later events in them are dead-lettered as archived.
+        self.thread_ttl_us = thread_ttl_us
+        self.archived: set[str] = set()
         # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
         self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
         self.other_ids: set[str] = set()  # event ids of non-thread events (registrations, follows)
@@ -161,12 +167,15 @@ class PartitionState:
         edge: tuple[str, str] | None = None
         if isinstance(body, PostCreatedBody):
             existing = self.threads.get(body.post_id)
-            if existing is not None:
+            if existing is not None or body.post_id in self.archived:
+                if existing is None:
+                    self.rejected += 1
+                    return Rejected(f"post {body.post_id} already exists (archived)", "duplicate_post_id")
                 if eid in existing.event_ids:
                     return self._dup(eid)
                 self.rejected += 1
                 return Rejected(f"post {body.post_id} already exists", "duplicate_post_id")
-            t = Thread(body.post_id, body.submolt, actor, body.title[:200], occurred)
+            t = Thread(body.post_id, body.submolt, actor, body.title[:200], occurred, last_us=occurred)
             t.event_ids.add(eid)  # every event id of the thread, so a redelivery is recognised
             self.threads[body.post_id] = t
             newest = self.submolt_posts.setdefault(body.submolt, [])
@@ -181,8 +190,7 @@ class PartitionState:
         elif isinstance(body, CommentCreatedBody):
             thread = self.threads.get(body.post_id)
             if thread is None:
-                self.rejected += 1
-                return Rejected(f"comment on post {body.post_id}, which does not exist", "unknown_post")
+                return self._missing_thread("comment on", body.post_id)
             t = thread
             if body.comment_id in t.comments:
                 if eid in t.event_ids:
@@ -206,6 +214,7 @@ class PartitionState:
                     f"depth {body.depth} does not match its parent (expected {parent_depth + 1})", "bad_depth"
                 )
             t.event_ids.add(eid)
+            t.last_us = max(t.last_us, occurred)
             old_size, old_part, old_depth = len(t.comments), len(t.participants), t.max_depth
             t.comments[body.comment_id] = (actor, body.depth)
             t.participants.add(actor)
@@ -226,8 +235,7 @@ class PartitionState:
         elif isinstance(body, VoteCastBody):
             thread = self.threads.get(body.post_id)
             if thread is None:
-                self.rejected += 1
-                return Rejected(f"vote in post {body.post_id}, which does not exist", "unknown_post")
+                return self._missing_thread("vote in", body.post_id)
             t = thread
             if body.target_type == "comment" and body.target_id not in t.comments:
                 self.rejected += 1
@@ -241,6 +249,7 @@ class PartitionState:
             if eid in t.event_ids:
                 return self._dup(eid)
             t.event_ids.add(eid)
+            t.last_us = max(t.last_us, occurred)
             if body.target_type == "post":
                 t.score += body.value
                 self.dirty_submolts.add(t.submolt)
@@ -263,6 +272,16 @@ class PartitionState:
                 acc.edges[edge] += 1
         self.accepted += 1
         return Accepted(eid, ev.type, occurred, acc is None)
+
+    def _missing_thread(self, what: str, post_id: str) -> Rejected:
+        self.rejected += 1
+        if post_id in self.archived:
+            return Rejected(
+                f"{what} post {post_id}, which was archived after "
+                f"{(self.thread_ttl_us or 0) / 1e6:,.0f} s of event time without activity",
+                "thread_archived",
+            )
+        return Rejected(f"{what} post {post_id}, which does not exist", "unknown_post")
 
     def _dup(self, eid: str) -> Duplicate:
         self.duplicates += 1
@@ -318,10 +337,24 @@ class PartitionState:
         while self.next_close_us + self.window_us <= wm or (final and self.next_close_us < wm):
             partials.append(self._close(self.next_close_us))
             self.next_close_us += self.window_us
+        if partials and self.thread_ttl_us is not None:
+            self._archive_idle(wm - self.thread_ttl_us)
         completed = tick if tick > self.last_feed_tick else None
         if completed is not None:
             self.last_feed_tick = tick
         return partials, completed
+
+    def _archive_idle(self, before_us: int) -> None:
+        idle = [pid for pid, t in self.threads.items() if t.last_us < before_us]
+        for pid in idle:
+            del self.threads[pid]
+            self.archived.add(pid)
+        if idle:
+            for submolt, newest in self.submolt_posts.items():
+                kept = [(c, p) for c, p in newest if p in self.threads]
+                if len(kept) != len(newest):
+                    self.submolt_posts[submolt] = kept
+                    self.dirty_submolts.add(submolt)
 
     def _close(self, start: int) -> WindowPartial:
         acc = self.windows.pop(start, None) or WindowAcc()

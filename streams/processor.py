@@ -90,6 +90,7 @@ class ActionProcessor:
             feed_size=s.feed_size,
             max_event_bytes=s.max_event_bytes,
             max_future_us=int(s.max_future_skew_s * 1_000_000),
+            thread_ttl_us=int(s.thread_ttl_seconds * 1_000_000),
         )
 
     # ------------------------------------------------------------- lifecycle

@@ -233,13 +233,14 @@ def test_sink_killed_with_sigkill_mid_run_loses_and_duplicates_nothing(
 
 def test_realtime_mode_runs_on_the_wall_clock(broker: str, tmp_path: Path, society_name: str):
     """Real time: ticks every tick_seconds of wall time, event times near now, windows still close."""
-    settings = make_settings(broker, tmp_path, agents=300, mode="realtime", tick_seconds=0.5, window_seconds=2.0)
+    settings = make_settings(
+        broker, tmp_path, agents=300, mode="realtime", tick_seconds=0.5, window_seconds=2.0
+    )
     started = time.time()
     with running_stack(settings, society_name) as stack:
         run_ticks(stack, 16)
-        kinds = dict(
-            sql(stack, f"SELECT type, count() FROM events WHERE society = '{society_name}' GROUP BY type")
-        )
+        by_type = f"SELECT type, count() FROM events WHERE society = '{society_name}' GROUP BY type"
+        kinds = dict(sql(stack, by_type))
         span = sql(
             stack,
             "SELECT toUnixTimestamp64Micro(min(occurred_at)), toUnixTimestamp64Micro(max(occurred_at)) "
@@ -250,7 +251,8 @@ def test_realtime_mode_runs_on_the_wall_clock(broker: str, tmp_path: Path, socie
             f"SELECT uniqExact(window_start) FROM metrics WHERE society = '{society_name}' "
             "AND metric = 'events_total'",
         )[0][0]
-        stored = [r[0] for r in sql(stack, f"SELECT toString(event_id) FROM events WHERE society = '{society_name}'")]
+        ids = f"SELECT toString(event_id) FROM events WHERE society = '{society_name}'"
+        stored = [r[0] for r in sql(stack, ids)]
     assert set(kinds) >= {"agent_registered", "post_created", "comment_created", "vote_cast"}
     assert started * 1e6 <= span[0] <= span[1] <= time.time() * 1e6 + 5e6
     # 16 ticks of 0.5 s after genesis: at least 3 windows of 2 s, each closed by a watermark
