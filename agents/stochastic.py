@@ -200,8 +200,10 @@ class StochasticBrain:
     # ------------------------------------------------------------------ pieces
     def _genesis(self, agents: Sequence[AgentSpec], ctx: TickContext, py: random.Random) -> list[Event]:
         out: list[Event] = []
+        span = max(2, int(ctx.seconds * 1e6))
         for a in agents:
-            at = ctx.start + timedelta(microseconds=a.index % max(1, int(ctx.seconds * 1e6)))
+            # submolts are created at the tick's first instant, agents register and subscribe after that
+            at = ctx.start + timedelta(microseconds=1 + a.index % (span - 1))
             out.append(
                 AgentRegistered(
                     event_id=uuid7(at, py),
@@ -215,10 +217,10 @@ class StochasticBrain:
                 name = ctx.submolts[a.index]
                 out.append(
                     SubmoltCreated(
-                        event_id=uuid7(at, py),
+                        event_id=uuid7(ctx.start, py),
                         society=ctx.society,
                         actor=a.agent_id,
-                        occurred_at=at,
+                        occurred_at=ctx.start,
                         body=SubmoltCreatedBody(submolt=name, title=name.capitalize()),
                     )
                 )

@@ -134,7 +134,7 @@ def build(
     """Generate ``n`` events (plus watermarks) once per society into ``societies[name]`` files."""
     began = time.perf_counter()
     agents = max(1000, min(10_000, n // 100))
-    base_target = max(5_000, min(n // 2, 100_000))
+    base_target = max(5_000, min(n // 4, 50_000))
     base_ticks = 1 + math.ceil(base_target / (agents * 0.0105))
     sim = simulate(
         seed=seed,

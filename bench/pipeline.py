@@ -69,6 +69,9 @@ LATENCY_RATE = 1_000
 HISTORY_BEGIN = "<!-- history:begin -->"
 HISTORY_END = "<!-- history:end -->"
 
+FATAL_MARKERS = (b'"event": "processor.stopped"', b"Traceback (most recent call last)")
+"""Log lines after which a child that is still running no longer does its job."""
+
 err = Console(stderr=True)
 
 
@@ -138,6 +141,7 @@ class Children:
     def __init__(self, logs: Path) -> None:
         self.logs = logs
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.scanned: dict[str, int] = {}
 
     def spawn(
         self, name: str, argv: list[str], env: dict[str, str], *, stdout_pipe: bool = False
@@ -172,10 +176,21 @@ class Children:
             self.stop(proc, timeout=15.0)
 
     def check(self, proc: subprocess.Popen[bytes]) -> None:
-        """Raise if ``proc`` has exited (with the tail of its log)."""
+        """Raise if ``proc`` has exited, or its log shows that its main service died (a Faust worker
+        whose processor service crashed keeps running without consuming)."""
+        name = next((n for n, p in self.procs if p is proc), "child")
         if proc.poll() is not None:
-            name = next((n for n, p in self.procs if p is proc), "child")
             raise RuntimeError(f"{name} exited with code {proc.returncode}: {self.tail(name)}")
+        path = self.log_path(name)
+        offset = self.scanned.get(name, 0)
+        with contextlib.suppress(OSError), path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+            end = data.rfind(b"\n") + 1
+            self.scanned[name] = offset + end
+            for marker in FATAL_MARKERS:
+                if marker in data[:end]:
+                    raise RuntimeError(f"{name} failed ({marker.decode()}): {self.tail(name, 8)}")
 
     def tail(self, name: str, lines: int = 5) -> str:
         path = self.log_path(name)
@@ -650,7 +665,19 @@ class Bench:
             self.run_info.notes.append("--profile: py-spy not found (pip install py-spy)")
             return None
         out = self.tmp / "profile.txt"
-        argv = [spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw", "--output", str(out)]
+        argv = [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "100",
+            "--gil",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+        ]
         return self.children.spawn("py-spy", argv, dict(os.environ))
 
     def stop_profiler(self, proc: subprocess.Popen[bytes]) -> None:
@@ -1246,7 +1273,8 @@ def write_markdown(run: Run, path: Path) -> None:
     if run.profile:
         parts.append("## Profile of the stream worker (this run)\n")
         parts.append(
-            "py-spy (`--profile`, 100 Hz, all threads, idle excluded) on the stream worker during stage 3.\n"
+            "py-spy (`--profile`: 100 Hz, `--gil`: only the thread holding the GIL, i.e. where the "
+            "process's one Python core goes) on the stream worker during stage 3.\n"
         )
         prof = [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile]
         parts.append(md_table(["function (file), self time", "share of samples"], prof) + "\n")

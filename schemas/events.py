@@ -18,11 +18,12 @@ Envelope fields (all events):
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 SCHEMA_VERSION = 1
 
@@ -36,7 +37,14 @@ def _require_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-EventTime = Annotated[datetime, AfterValidator(_require_utc)]
+def _iso_only(value: object) -> object:
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATE.match(value)):
+        return value
+    raise ValueError("event time must be an ISO 8601 string such as 2026-01-28T00:00:00.000000Z")
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+EventTime = Annotated[datetime, BeforeValidator(_iso_only), AfterValidator(_require_utc)]
 
 
 class _Model(BaseModel):
@@ -79,11 +87,17 @@ class CommentCreatedBody(_Model):
     content: str = ""
 
 
+def _not_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("a vote is the integer 1 or -1, not a boolean")
+    return value
+
+
 class VoteCastBody(_Model):
     target_type: Literal["post", "comment"]
     target_id: Id
     post_id: Id = Field(description="the thread the target belongs to (the post itself for a post vote)")
-    value: Literal[1, -1]
+    value: Annotated[Literal[1, -1], BeforeValidator(_not_bool)]
 
 
 class _Envelope(_Model):

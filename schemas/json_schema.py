@@ -10,6 +10,15 @@ from schemas.events import EVENT_ADAPTER, SCHEMA_VERSION
 def event_json_schema() -> dict[str, Any]:
     """JSON Schema of one event (any type; ``type`` is the discriminator)."""
     schema = EVENT_ADAPTER.json_schema(mode="validation")
+    # ``type`` has a default in each model, so pydantic leaves it optional; on the wire it is the
+    # discriminator and must be present.
+    for definition in schema.get("$defs", {}).values():
+        props = definition.get("properties", {})
+        if "type" in props and "body" in props:
+            required = definition.setdefault("required", [])
+            if "type" not in required:
+                required.append("type")
+            props["type"].pop("default", None)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"urn:molt-society:event:v{SCHEMA_VERSION}"
     schema["title"] = "Agent society event"

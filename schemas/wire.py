@@ -68,6 +68,8 @@ def decode_event(raw: bytes | None, *, max_bytes: int) -> Event:
         known = ", ".join(EVENT_TYPES)
         raise InvalidEvent(f"unknown event type {etype!r}; known types: {known}", "unknown_type")
     try:
-        return EVENT_ADAPTER.validate_python(doc)
+        # strict: a timestamp must be an ISO 8601 string, a depth an integer; the bytes are published as
+        # they are, so whatever passes here must also pass the JSON Schema and every consumer.
+        return EVENT_ADAPTER.validate_json(raw, strict=True)
     except ValidationError as exc:
         raise InvalidEvent(f"invalid {etype}: {_describe(exc)}", "invalid_fields") from None

@@ -126,7 +126,8 @@ class PartitionState:
         self.archived: set[str] = set()
         # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
         self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
-        self.other_ids: set[str] = set()  # event ids of non-thread events (registrations, follows)
+        # event ids of non-thread events: registrations, subscriptions, follows (per agent, not per thread)
+        self.other_ids: set[str] = set()
         self.windows: dict[int, WindowAcc] = {}
         self.next_close_us: int | None = None  # start of the oldest window not yet closed
         self.producer_marks: dict[str, Watermark] = {}

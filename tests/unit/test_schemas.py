@@ -1,0 +1,569 @@
+"""The event contract: models, wire encoding, the decode gate, UUIDv7 ids, partition keys, JSON Schema."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from schemas.events import (
+    EVENT_TYPES,
+    AgentFollowed,
+    AgentFollowedBody,
+    AgentRegistered,
+    AgentRegisteredBody,
+    AgentSubscribed,
+    AgentSubscribedBody,
+    CommentCreated,
+    CommentCreatedBody,
+    Event,
+    PostCreated,
+    PostCreatedBody,
+    SubmoltCreated,
+    SubmoltCreatedBody,
+    VoteCast,
+    VoteCastBody,
+    partition_key,
+)
+from schemas.ids import uuid7, uuid7_time_ms
+from schemas.json_schema import event_json_schema
+from schemas.wire import InvalidEvent, decode_event, encode_event
+
+MAX = 65_536
+AT = datetime(2026, 1, 28, 12, 34, 56, 789, tzinfo=UTC)
+EID = uuid.UUID("018f2a6b-1c2d-7e3f-8a4b-5c6d7e8f9a0b")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _us(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def sample_events() -> list[Event]:
+    """One event of every type, with optional fields set to non-defaults where possible."""
+    common: dict[str, Any] = {"society": "soc-1", "actor": "agent-000001", "occurred_at": AT}
+    return [
+        AgentRegistered(
+            event_id=uuid.UUID(int=EID.int + 1),
+            body=AgentRegisteredBody(name="Molty One", brain="llm", model="m-1", persona="curious crab"),
+            **common,
+        ),
+        SubmoltCreated(
+            event_id=uuid.UUID(int=EID.int + 2),
+            body=SubmoltCreatedBody(submolt="general", title="General", description="all things"),
+            **common,
+        ),
+        AgentSubscribed(
+            event_id=uuid.UUID(int=EID.int + 3), body=AgentSubscribedBody(submolt="general"), **common
+        ),
+        AgentFollowed(
+            event_id=uuid.UUID(int=EID.int + 4),
+            causation_id="post-9",
+            body=AgentFollowedBody(target_agent="agent-000002"),
+            **common,
+        ),
+        PostCreated(
+            event_id=uuid.UUID(int=EID.int + 5),
+            body=PostCreatedBody(
+                post_id="post-1", submolt="general", title="Hello ünïcode 🦀", content="x" * 500
+            ),
+            **common,
+        ),
+        CommentCreated(
+            event_id=uuid.UUID(int=EID.int + 6),
+            causation_id="comment-1",
+            body=CommentCreatedBody(comment_id="comment-2", post_id="post-1", parent_id="comment-1", depth=2),
+            **common,
+        ),
+        VoteCast(
+            event_id=uuid.UUID(int=EID.int + 7),
+            causation_id="comment-2",
+            body=VoteCastBody(target_type="comment", target_id="comment-2", post_id="post-1", value=-1),
+            **common,
+        ),
+    ]
+
+
+def _doc(event: Event) -> dict[str, Any]:
+    doc: dict[str, Any] = orjson.loads(encode_event(event))
+    return doc
+
+
+def _raw(doc: Any) -> bytes:
+    return orjson.dumps(doc)
+
+
+def _decode_error(raw: bytes | None, max_bytes: int = MAX) -> InvalidEvent:
+    with pytest.raises(InvalidEvent) as info:
+        decode_event(raw, max_bytes=max_bytes)
+    return info.value
+
+
+def _comment_doc(**body: Any) -> dict[str, Any]:
+    doc = _doc(sample_events()[5])
+    doc["body"] = {"comment_id": "c-1", "post_id": "p-1", "depth": 1, **body}
+    return doc
+
+
+# ------------------------------------------------------------------------------------------ round trip
+def test_sample_covers_every_event_type() -> None:
+    assert sorted(e.type for e in sample_events()) == sorted(EVENT_TYPES)
+    assert len(EVENT_TYPES) == 7
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
+def test_round_trip(event: Event) -> None:
+    raw = encode_event(event)
+    back = decode_event(raw, max_bytes=MAX)
+    assert back == event
+    assert type(back) is type(event)
+    assert encode_event(back) == raw
+    doc = orjson.loads(raw)
+    assert doc["type"] == event.type
+    assert doc["event_id"] == str(event.event_id)
+    assert doc["body"] == event.body.model_dump()
+
+
+def test_round_trip_keeps_microseconds_and_defaults() -> None:
+    ev = AgentFollowed(
+        event_id=EID,
+        society="s",
+        actor="a",
+        occurred_at=datetime(2026, 2, 1, 0, 0, 0, 1, tzinfo=UTC),
+        body=AgentFollowedBody(target_agent="b"),
+    )
+    back = decode_event(encode_event(ev), max_bytes=MAX)
+    assert back.occurred_at == datetime(2026, 2, 1, 0, 0, 0, 1, tzinfo=UTC)
+    assert back.schema_version == 1
+    assert back.causation_id is None
+
+
+# ------------------------------------------------------------------------------------------ event time
+@pytest.mark.parametrize(
+    ("when", "wire"),
+    [
+        (datetime(2026, 1, 28, 12, 34, 56, 789, tzinfo=UTC), "2026-01-28T12:34:56.000789Z"),
+        (datetime(2026, 1, 28, tzinfo=UTC), "2026-01-28T00:00:00.000000Z"),
+        (datetime(2025, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), "2025-12-31T23:59:59.999999Z"),
+    ],
+)
+def test_occurred_at_wire_format(when: datetime, wire: str) -> None:
+    ev = AgentSubscribed(event_id=EID, society="s", actor="a", occurred_at=when, body={"submolt": "general"})
+    assert _doc(ev)["occurred_at"] == wire
+
+
+def test_naive_timestamp_rejected_by_model() -> None:
+    with pytest.raises(ValidationError) as info:
+        AgentSubscribed(
+            event_id=EID,
+            society="s",
+            actor="a",
+            occurred_at=datetime(2026, 1, 28, 12, 0, 0),  # naive on purpose
+            body={"submolt": "general"},
+        )
+    assert "time zone" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "naive", ["2026-01-28T12:00:00", "2026-01-28T12:00:00.123456", "2026-01-28 12:00:00"]
+)
+def test_naive_timestamp_rejected_on_the_wire(naive: str) -> None:
+    doc = _doc(sample_events()[2])
+    doc["occurred_at"] = naive
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "time zone" in err.reason
+    assert "occurred_at" in err.reason
+
+
+def test_non_utc_offsets_converted_to_utc() -> None:
+    doc = _doc(sample_events()[2])
+    doc["occurred_at"] = "2026-01-28T02:30:00.5+02:00"
+    ev = decode_event(_raw(doc), max_bytes=MAX)
+    assert ev.occurred_at == datetime(2026, 1, 28, 0, 30, 0, 500_000, tzinfo=UTC)
+    assert ev.occurred_at.utcoffset() == timedelta(0)
+    assert _doc(ev)["occurred_at"] == "2026-01-28T00:30:00.500000Z"
+
+    doc["occurred_at"] = "2026-01-27T19:00:00-05:00"
+    assert _doc(decode_event(_raw(doc), max_bytes=MAX))["occurred_at"] == "2026-01-28T00:00:00.000000Z"
+
+    india = timezone(timedelta(hours=5, minutes=30))
+    ev2 = AgentSubscribed(
+        event_id=EID,
+        society="s",
+        actor="a",
+        occurred_at=datetime(2026, 1, 28, 5, 30, tzinfo=india),
+        body={"submolt": "general"},
+    )
+    assert ev2.occurred_at.utcoffset() == timedelta(0)
+    assert (ev2.occurred_at.hour, ev2.occurred_at.minute) == (0, 0)
+    assert _doc(ev2)["occurred_at"] == "2026-01-28T00:00:00.000000Z"
+
+
+@pytest.mark.parametrize("value", [1769558400, 1769558400.5, "1769558400"], ids=["int", "float", "digits"])
+def test_occurred_at_must_be_an_iso_string(value: Any) -> None:
+    """The wire format (and the JSON Schema: string, date-time) is an ISO 8601 string.
+
+    A Unix number is not a UTC timestamp "with a Z"; accepting it lets through bytes that the processor
+    publishes as they are and that the ClickHouse sink cannot parse (``datetime.fromisoformat``).
+    """
+    doc = _doc(sample_events()[3])
+    doc["occurred_at"] = value
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "occurred_at" in err.reason
+
+
+# ------------------------------------------------------------------------------------- decode errors
+@pytest.mark.parametrize("raw", [b'{"type": ', b"{'type': 'vote_cast'}", b"not json", b""])
+def test_malformed_json(raw: bytes) -> None:
+    err = _decode_error(raw)
+    assert err.code == "malformed_json"
+    assert err.reason.startswith("malformed JSON")
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"), [(b"[1, 2]", "list"), (b'"post"', "str"), (b"42", "int"), (b"null", "None")]
+)
+def test_not_an_object(raw: bytes, kind: str) -> None:
+    err = _decode_error(raw)
+    assert err.code == "not_an_object"
+    assert kind in err.reason
+
+
+@pytest.mark.parametrize("etype", ["post_deleted", "", None, 7, "Post_Created"])
+def test_unknown_type_lists_known_types(etype: Any) -> None:
+    doc = _doc(sample_events()[4])
+    doc["type"] = etype
+    err = _decode_error(_raw(doc))
+    assert err.code == "unknown_type"
+    for known in EVENT_TYPES:
+        assert known in err.reason
+
+
+def test_missing_type_is_unknown_type() -> None:
+    doc = _doc(sample_events()[4])
+    del doc["type"]
+    assert _decode_error(_raw(doc)).code == "unknown_type"
+
+
+def test_missing_body_field_named_by_dotted_path() -> None:
+    doc = _comment_doc()
+    del doc["body"]["post_id"]
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "'body.post_id'" in err.reason
+    assert "missing" in err.reason
+    assert "comment_created" in err.reason
+
+
+def test_missing_envelope_field() -> None:
+    doc = _doc(sample_events()[0])
+    del doc["actor"]
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "missing field 'actor'" in err.reason
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [("depth", "deep", "body.depth"), ("depth", [1], "body.depth"), ("content", 5, "body.content")],
+)
+def test_wrong_type(field: str, value: Any, path: str) -> None:
+    err = _decode_error(_raw(_comment_doc(**{field: value})))
+    assert err.code == "invalid_fields"
+    assert f"'{path}'" in err.reason
+
+
+def test_wrong_envelope_type() -> None:
+    doc = _doc(sample_events()[1])
+    doc["event_id"] = "not-a-uuid"
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "'event_id'" in err.reason
+
+
+def test_unknown_extra_fields_rejected() -> None:
+    err = _decode_error(_raw(_comment_doc(colour="red")))
+    assert err.code == "invalid_fields"
+    assert "unknown field 'body.colour'" in err.reason
+
+    doc = _doc(sample_events()[6])
+    doc["priority"] = 1
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "unknown field 'priority'" in err.reason
+
+
+def test_too_large_names_the_limit() -> None:
+    raw = encode_event(sample_events()[4])
+    assert decode_event(raw, max_bytes=len(raw)) == sample_events()[4]
+    limit = len(raw) - 1
+    err = _decode_error(raw, max_bytes=limit)
+    assert err.code == "too_large"
+    assert str(limit) in err.reason
+    assert str(len(raw)) in err.reason
+
+
+def test_too_large_checked_before_parsing() -> None:
+    err = _decode_error(b"x" * 101, max_bytes=100)
+    assert err.code == "too_large"
+
+
+def test_empty_value() -> None:
+    err = _decode_error(None)
+    assert err.code == "empty"
+    assert err.reason
+
+
+def test_decode_raises_only_invalid_event() -> None:
+    rng = random.Random(5)
+    good = encode_event(sample_events()[5])
+    codes: set[str] = set()
+    for _ in range(300):
+        cut = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            cut[rng.randrange(len(cut))] = rng.randrange(256)
+        try:
+            decode_event(bytes(cut), max_bytes=MAX)
+        except InvalidEvent as exc:
+            codes.add(exc.code)
+    assert codes <= {"malformed_json", "invalid_fields", "unknown_type", "not_an_object"}
+    assert "malformed_json" in codes
+
+
+# ---------------------------------------------------------------------------------------- field rules
+@pytest.mark.parametrize("bad", ["has space", "a" * 129, "", "tab\there", "new\nline", "slash/no", "é"])
+def test_bad_ids_rejected(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        AgentFollowed(event_id=EID, society="s", actor=bad, occurred_at=AT, body={"target_agent": "b"})
+    err = _decode_error(_raw(_comment_doc(post_id=bad)))
+    assert err.code == "invalid_fields"
+    assert "body.post_id" in err.reason
+
+
+@pytest.mark.parametrize("good", ["a" * 128, "agent-000001", "user@host:1.2_x", "019b-uuid-like"])
+def test_good_ids_accepted(good: str) -> None:
+    ev = decode_event(_raw(_comment_doc(post_id=good)), max_bytes=MAX)
+    assert isinstance(ev.body, CommentCreatedBody)
+    assert ev.body.post_id == good
+
+
+def _vote_doc(value: Any) -> dict[str, Any]:
+    doc = _doc(sample_events()[6])
+    doc["body"]["value"] = value
+    return doc
+
+
+@pytest.mark.parametrize("value", [1, -1])
+def test_vote_values_accepted(value: int) -> None:
+    ev = decode_event(_raw(_vote_doc(value)), max_bytes=MAX)
+    assert isinstance(ev.body, VoteCastBody)
+    assert ev.body.value == value
+
+
+@pytest.mark.parametrize("value", [0, 2, -2, 10, "up", None])
+def test_vote_values_rejected(value: Any) -> None:
+    err = _decode_error(_raw(_vote_doc(value)))
+    assert err.code == "invalid_fields"
+    assert "body.value" in err.reason
+    with pytest.raises(ValidationError):
+        VoteCastBody(target_type="post", target_id="p", post_id="p", value=value)
+
+
+def test_depth_at_least_one() -> None:
+    assert decode_event(_raw(_comment_doc(depth=1)), max_bytes=MAX).body == CommentCreatedBody(
+        comment_id="c-1", post_id="p-1", depth=1
+    )
+    for depth in (0, -1):
+        err = _decode_error(_raw(_comment_doc(depth=depth)))
+        assert err.code == "invalid_fields"
+        assert "body.depth" in err.reason
+    with pytest.raises(ValidationError):
+        CommentCreatedBody(comment_id="c", post_id="p", depth=0)
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        (_vote_doc(True), "body.value"),  # JSON Schema: integer, enum [1, -1]; a boolean is not an integer
+        (_comment_doc(depth="2"), "body.depth"),  # JSON Schema: integer
+    ],
+    ids=["vote-true", "depth-string"],
+)
+def test_decode_rejects_values_the_json_schema_rejects(doc: dict[str, Any], path: str) -> None:
+    """The gate publishes accepted bytes as they are, so it must not accept what the contract forbids."""
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert path in err.reason
+
+
+# ------------------------------------------------------------------------------------------- uuid7
+def test_uuid7_layout() -> None:
+    rng = random.Random(1)
+    for i in range(500):
+        at = AT + timedelta(microseconds=rng.randrange(10**12))
+        u = uuid7(at, rng) if i % 2 else uuid7(at)
+        assert u.version == 7
+        assert (u.int >> 76) & 0xF == 0x7
+        assert (u.int >> 62) & 0b11 == 0b10
+        assert u.variant == uuid.RFC_4122
+        assert u.hex[12] == "7"
+        assert u.hex[16] in "89ab"
+
+
+def test_uuid7_timestamp_round_trips_to_the_millisecond() -> None:
+    rng = random.Random(2)
+    for _ in range(2000):
+        at = AT + timedelta(microseconds=rng.randrange(-(10**13), 10**13))
+        expected_ms = _us(at) // 1000
+        u = uuid7(at, rng)
+        assert uuid7_time_ms(u) == expected_ms
+        assert int(u.hex[:12], 16) == expected_ms
+    # exact millisecond boundaries
+    for ms in range(0, 1000, 7):
+        at = datetime(2026, 1, 28, tzinfo=UTC) + timedelta(milliseconds=ms)
+        assert uuid7_time_ms(uuid7(at)) == 1_769_558_400_000 + ms
+
+
+def test_uuid7_non_utc_input_uses_the_instant() -> None:
+    at = datetime(2026, 1, 28, 2, 0, tzinfo=timezone(timedelta(hours=2)))
+    assert uuid7_time_ms(uuid7(at)) == 1_769_558_400_000
+
+
+def test_uuid7_seeded_is_reproducible() -> None:
+    times = [AT + timedelta(milliseconds=i) for i in range(50)]
+    a = [uuid7(t, random.Random(42)) for t in times]
+    b = [uuid7(t, random.Random(42)) for t in times]
+    assert a == b
+    r1, r2 = random.Random(42), random.Random(42)
+    assert [uuid7(t, r1) for t in times] == [uuid7(t, r2) for t in times]
+    r3 = random.Random(43)
+    assert [uuid7(t, r3) for t in times] != a
+    # unseeded ids at the same instant differ
+    assert len({uuid7(AT) for _ in range(100)}) == 100
+
+
+def test_uuid7_sorts_by_time() -> None:
+    rng = random.Random(3)
+    t = AT
+    ids = []
+    for _ in range(500):
+        t += timedelta(microseconds=rng.randint(1000, 5_000_000))
+        ids.append(uuid7(t, rng))
+    assert sorted(ids) == ids
+    assert sorted(str(u) for u in ids) == [str(u) for u in ids]
+
+
+# ----------------------------------------------------------------------------------- partition keys
+def test_partition_keys() -> None:
+    keys = {e.type: partition_key(e) for e in sample_events()}
+    assert keys == {
+        "agent_registered": "agent:agent-000001",
+        "submolt_created": "submolt:general",
+        "agent_subscribed": "agent:agent-000001",
+        "agent_followed": "agent:agent-000001",
+        "post_created": "post-1",
+        "comment_created": "post-1",
+        "vote_cast": "post-1",
+    }
+
+
+def test_partition_key_of_post_vote_and_reply_is_the_thread() -> None:
+    post_vote = VoteCast(
+        event_id=EID,
+        society="s",
+        actor="voter",
+        occurred_at=AT,
+        body=VoteCastBody(target_type="post", target_id="thread-7", post_id="thread-7", value=1),
+    )
+    reply = CommentCreated(
+        event_id=EID,
+        society="s",
+        actor="x",
+        occurred_at=AT,
+        body=CommentCreatedBody(comment_id="c-9", post_id="thread-7", parent_id="c-8", depth=5),
+    )
+    created = SubmoltCreated(
+        event_id=EID, society="s", actor="founder", occurred_at=AT, body=SubmoltCreatedBody(submolt="crypto")
+    )
+    assert partition_key(post_vote) == "thread-7"
+    assert partition_key(reply) == "thread-7"
+    assert partition_key(created) == "submolt:crypto"
+
+
+# ------------------------------------------------------------------------------------- JSON Schema
+_TYPE_DEFS = {
+    "agent_registered": "AgentRegistered",
+    "submolt_created": "SubmoltCreated",
+    "agent_subscribed": "AgentSubscribed",
+    "agent_followed": "AgentFollowed",
+    "post_created": "PostCreated",
+    "comment_created": "CommentCreated",
+    "vote_cast": "VoteCast",
+}
+
+
+def test_json_schema_structure() -> None:
+    schema = event_json_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    disc = schema["discriminator"]
+    assert disc["propertyName"] == "type"
+    assert set(disc["mapping"]) == set(EVENT_TYPES)
+    refs = {r["$ref"] for r in schema["oneOf"]}
+    assert refs == set(disc["mapping"].values())
+    defs = schema["$defs"]
+    for etype, name in _TYPE_DEFS.items():
+        assert disc["mapping"][etype] == f"#/$defs/{name}"
+        d = defs[name]
+        assert {"event_id", "society", "actor", "occurred_at", "body"} <= set(d["required"])
+        assert d["properties"]["type"]["const"] == etype
+        assert d["additionalProperties"] is False
+        assert d["properties"]["body"]["$ref"] == f"#/$defs/{name}Body"
+        assert defs[f"{name}Body"]["additionalProperties"] is False
+    assert set(defs["CommentCreatedBody"]["required"]) == {"comment_id", "post_id", "depth"}
+    assert defs["CommentCreatedBody"]["properties"]["depth"]["minimum"] == 1
+    assert sorted(defs["VoteCastBody"]["properties"]["value"]["enum"]) == [-1, 1]
+    assert defs["PostCreated"]["properties"]["occurred_at"]["type"] == "string"
+    assert defs["PostCreated"]["properties"]["actor"]["maxLength"] == 128
+
+
+def test_json_schema_requires_the_discriminator() -> None:
+    """decode_event rejects a document without ``type`` (unknown_type); the published schema must agree."""
+    defs = event_json_schema()["$defs"]
+    for name in _TYPE_DEFS.values():
+        assert "type" in defs[name]["required"], name
+
+
+def test_json_schema_validates_samples_when_jsonschema_is_available() -> None:
+    """With the ``jsonschema`` package, encoded samples validate and a broken one does not.
+
+    Without it, check the same through the schema's own structure: every sample's keys are allowed
+    properties and every required key is present.
+    """
+    schema = event_json_schema()
+    docs = [_doc(e) for e in sample_events()]
+    bad = _comment_doc(depth=0)
+    if importlib.util.find_spec("jsonschema") is not None:
+        import jsonschema
+
+        validator = jsonschema.Draft202012Validator(schema)
+        for doc in docs:
+            validator.validate(doc)
+        assert not validator.is_valid(bad)
+        assert not validator.is_valid({**docs[0], "type": "post_deleted"})
+    defs = schema["$defs"]
+    for doc in docs:
+        d = defs[_TYPE_DEFS[doc["type"]]]
+        assert set(d["required"]) <= set(doc)
+        assert set(doc) <= set(d["properties"])
+        body_def = defs[d["properties"]["body"]["$ref"].rsplit("/", 1)[1]]
+        assert set(body_def.get("required", [])) <= set(doc["body"])
+        assert set(doc["body"]) <= set(body_def["properties"])
+    assert bad["body"]["depth"] < defs["CommentCreatedBody"]["properties"]["depth"]["minimum"]
