@@ -38,8 +38,13 @@ def _require_utc(value: datetime) -> datetime:
 
 
 def _iso_only(value: object) -> object:
-    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATE.match(value)):
+    if isinstance(value, datetime):
         return value
+    if isinstance(value, str) and _ISO_DATE.match(value):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
     raise ValueError("event time must be an ISO 8601 string such as 2026-01-28T00:00:00.000000Z")
 
 
