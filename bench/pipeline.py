@@ -482,6 +482,9 @@ class Bench:
         finally:
             self.children.stop_all()
             self.monitor.halt.set()
+            if "broker" in self.monitor.peak:
+                self.run_info.memory.peak["broker"] = self.monitor.peak["broker"]
+                self.run_info.memory.final["broker"] = self.monitor.last.get("broker", 0)
             if self.broker is not None:
                 self.broker.stop()
             if self.args.keep:
@@ -665,19 +668,8 @@ class Bench:
             self.run_info.notes.append("--profile: py-spy not found (pip install py-spy)")
             return None
         out = self.tmp / "profile.txt"
-        argv = [
-            spy,
-            "record",
-            "--pid",
-            str(pid),
-            "--rate",
-            "100",
-            "--gil",
-            "--format",
-            "raw",
-            "--output",
-            str(out),
-        ]
+        argv = [spy, "record", "--pid", str(pid), "--rate", "100", "--gil", "--nonblocking"]
+        argv += ["--format", "raw", "--output", str(out)]
         return self.children.spawn("py-spy", argv, dict(os.environ))
 
     def stop_profiler(self, proc: subprocess.Popen[bytes]) -> None:
@@ -1011,6 +1003,7 @@ def fmt_mib(v: int | None) -> str:
 
 
 STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e")
+MEMORY_ROLES = ("worker", "sink", "producer", "broker")
 
 
 def results_rows(run: Run) -> list[list[str]]:
@@ -1090,7 +1083,7 @@ def print_table(run: Run) -> None:
     mt.add_column("process")
     mt.add_column("peak")
     mt.add_column("at the end")
-    for role in ("worker", "sink", "producer"):
+    for role in MEMORY_ROLES:
         mt.add_row(role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role)))
     out.print(mt)
     tt = Table(title="targets", header_style="bold")
@@ -1150,7 +1143,8 @@ first event and ended before the last one count; with ~30 windows, p99 is the ma
 MEMORY_TEXT = """\
 Peak RSS (psutil, process + children, sampled every 0.5 s) during the end-to-end run of {events:,}
 events{quick}. The producer is `bench/producer.py`, which streams its input file in 4 MiB chunks, so
-its RSS is the client's own (aiokafka buffers and up to 100,000 in-flight send futures).
+its RSS is the client's own (aiokafka buffers and up to 100,000 in-flight send futures). The broker
+line is the Tansu process over the whole run, for context: it keeps every topic in memory.
 """
 
 DATA_TEXT = """\
@@ -1259,7 +1253,7 @@ def write_markdown(run: Run, path: Path) -> None:
     parts.append("## Memory\n")
     mem_rows = [
         [role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role))]
-        for role in ("worker", "sink", "producer")
+        for role in MEMORY_ROLES
     ]
     parts.append(md_table(["process", "peak RSS", "RSS at the end"], mem_rows) + "\n")
     quick = " (`--quick`: 200,000, not 1,000,000)" if run.quick else ""
@@ -1273,8 +1267,10 @@ def write_markdown(run: Run, path: Path) -> None:
     if run.profile:
         parts.append("## Profile of the stream worker (this run)\n")
         parts.append(
-            "py-spy (`--profile`: 100 Hz, `--gil`: only the thread holding the GIL, i.e. where the "
-            "process's one Python core goes) on the stream worker during stage 3.\n"
+            "py-spy on the stream worker during stage 3 (`--profile`: 100 Hz, `--gil`: only the thread "
+            "holding the GIL, i.e. where the process's one Python core goes; `--nonblocking`, because "
+            "stopping the process for each sample both slows it and biases the samples towards "
+            "system calls). Shares of samples.\n"
         )
         prof = [[f"`{f}`", f"{s:.1%}"] for f, s in run.profile]
         parts.append(md_table(["function (file), self time", "share of samples"], prof) + "\n")

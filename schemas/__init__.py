@@ -12,6 +12,7 @@ from schemas.events import (
     PostCreated,
     SubmoltCreated,
     VoteCast,
+    VoteTallied,
     partition_key,
 )
 from schemas.wire import InvalidEvent, decode_event, encode_event
@@ -29,6 +30,7 @@ __all__ = [
     "PostCreated",
     "SubmoltCreated",
     "VoteCast",
+    "VoteTallied",
     "decode_event",
     "encode_event",
     "partition_key",

@@ -14,6 +14,10 @@ Envelope fields (all events):
 - ``causation_id``: what the agent was reacting to (a feed item's post id, the event id of the comment it
   replied to), or null.
 - ``body``: the type-specific fields below.
+
+``vote_tallied`` carries votes known only as counts (imported dumps), so that importers never invent
+individual votes; ``comment_created.parent_unknown`` marks an imported reply whose source gives its depth
+but not its parent.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 
 SCHEMA_VERSION = 1
 
@@ -90,6 +102,18 @@ class CommentCreatedBody(_Model):
     parent_id: Id | None = Field(default=None, description="parent comment id; null for a top-level comment")
     depth: Annotated[int, Field(ge=1, le=10_000)] = Field(description="1 for a top-level comment")
     content: str = ""
+    parent_unknown: bool = Field(
+        default=False,
+        description="an imported reply whose source gives its depth but not its parent (parent_id is null)",
+    )
+
+    @model_validator(mode="after")
+    def _parent_matches_depth(self) -> CommentCreatedBody:
+        if self.parent_unknown and self.parent_id is not None:
+            raise ValueError("parent_unknown is only for comments without a parent_id")
+        if self.parent_id is None and self.depth != 1 and not self.parent_unknown:
+            raise ValueError(f"a comment without parent_id is top-level (depth 1), not depth {self.depth}")
+        return self
 
 
 def _not_bool(value: object) -> object:
@@ -103,6 +127,20 @@ class VoteCastBody(_Model):
     target_id: Id
     post_id: Id = Field(description="the thread the target belongs to (the post itself for a post vote)")
     value: Annotated[Literal[1, -1], BeforeValidator(_not_bool)]
+
+
+class VoteTalliedBody(_Model):
+    """Votes known only as counts (imported dumps): never individual votes, never who voted."""
+
+    target_type: Literal["post", "comment"]
+    target_id: Id
+    post_id: Id
+    upvotes: Annotated[int, Field(ge=0)]
+    downvotes: Annotated[int, Field(ge=0)]
+    reported_comments: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="the platform's comment count of a post, which may exceed the comments present",
+    )
 
 
 class _Envelope(_Model):
@@ -149,6 +187,11 @@ class VoteCast(_Envelope):
     body: VoteCastBody
 
 
+class VoteTallied(_Envelope):
+    type: Literal["vote_tallied"] = "vote_tallied"
+    body: VoteTalliedBody
+
+
 Event = Annotated[
     AgentRegistered
     | SubmoltCreated
@@ -156,7 +199,8 @@ Event = Annotated[
     | AgentFollowed
     | PostCreated
     | CommentCreated
-    | VoteCast,
+    | VoteCast
+    | VoteTallied,
     Field(discriminator="type"),
 ]
 EVENT_TYPES: tuple[str, ...] = (
@@ -167,10 +211,11 @@ EVENT_TYPES: tuple[str, ...] = (
     "post_created",
     "comment_created",
     "vote_cast",
+    "vote_tallied",
 )
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast"})
+THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast", "vote_tallied"})
 
 
 def partition_key(event: Event) -> str:
@@ -180,7 +225,7 @@ def partition_key(event: Event) -> str:
     the stream processor can check that a comment's parent exists with state local to the partition.
     """
     body = event.body
-    if isinstance(body, PostCreatedBody | CommentCreatedBody | VoteCastBody):
+    if isinstance(body, PostCreatedBody | CommentCreatedBody | VoteCastBody | VoteTalliedBody):
         return body.post_id
     if isinstance(body, SubmoltCreatedBody):
         return f"submolt:{body.submolt}"

@@ -247,6 +247,10 @@ def event_row(record: RecordLike) -> list[Any]:
         target_type = body["target_type"]
         target_id = body["target_id"]
         vote = int(body["value"])
+    elif etype == "vote_tallied":  # counts live in body (upvotes, downvotes, reported_comments)
+        post_id = body["post_id"]
+        target_type = body["target_type"]
+        target_id = body["target_id"]
     elif etype in ("submolt_created", "agent_subscribed"):
         submolt = body["submolt"]
     return [

@@ -90,9 +90,11 @@ SELECT
     countIf(type = 'comment_created')                                        AS comments,
     uniqExactIf(actor, type = 'comment_created')                             AS participants,
     maxIf(depth, type = 'comment_created')                                   AS max_depth,
-    sumIf(toInt64(vote), type = 'vote_cast' AND target_type = 'post' AND target_id = post_id) AS score
+    sumIf(toInt64(vote), type = 'vote_cast' AND target_type = 'post' AND target_id = post_id)
+      + sumIf(JSONExtractInt(body, 'upvotes') - JSONExtractInt(body, 'downvotes'),
+              type = 'vote_tallied' AND target_type = 'post' AND target_id = post_id)  AS score
 FROM events FINAL
-WHERE post_id != '' AND type IN ('post_created', 'comment_created', 'vote_cast')
+WHERE post_id != '' AND type IN ('post_created', 'comment_created', 'vote_cast', 'vote_tallied')
 GROUP BY society, post_id
 HAVING countIf(type = 'post_created') > 0;
 

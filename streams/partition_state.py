@@ -31,6 +31,7 @@ from schemas.events import (
     PostCreatedBody,
     SubmoltCreatedBody,
     VoteCastBody,
+    VoteTalliedBody,
 )
 from schemas.wire import InvalidEvent, decode_event
 from streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
@@ -198,7 +199,10 @@ class PartitionState:
                     return self._dup(eid)
                 self.rejected += 1
                 return Rejected(f"comment {body.comment_id} already exists", "duplicate_comment_id")
-            if body.parent_id is None:
+            parent_author: str | None
+            if body.parent_unknown:  # imported: the source gives the depth, not the parent
+                parent_author, parent_depth = None, body.depth - 1
+            elif body.parent_id is None:
                 parent_author, parent_depth = t.author, 0
             else:
                 parent = t.comments.get(body.parent_id)
@@ -231,8 +235,25 @@ class PartitionState:
             self._move(self.depth_hist, old_depth, t.max_depth)
             self.dirty_submolts.add(t.submolt)
             touched = t.post_id
-            if actor != parent_author:
+            if parent_author is not None and actor != parent_author:
                 edge = (actor, parent_author)  # interaction graph: commenter -> replied-to author
+        elif isinstance(body, VoteTalliedBody):
+            thread = self.threads.get(body.post_id)
+            if thread is None:
+                return self._missing_thread("vote tally in", body.post_id)
+            t = thread
+            if body.target_type == "comment" and body.target_id not in t.comments:
+                self.rejected += 1
+                return Rejected(
+                    f"vote tally of comment {body.target_id}, which does not exist in post {body.post_id}",
+                    "unknown_target",
+                )
+            if eid in t.event_ids:
+                return self._dup(eid)
+            t.event_ids.add(eid)
+            if body.target_type == "post":
+                t.score += body.upvotes - body.downvotes
+                self.dirty_submolts.add(t.submolt)
         elif isinstance(body, VoteCastBody):
             thread = self.threads.get(body.post_id)
             if thread is None:

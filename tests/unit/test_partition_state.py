@@ -163,7 +163,6 @@ def _thread_state() -> PartitionState:
         (lambda: comment("cx", "nope", "bob", ORIGIN + 5 * SEC), "unknown_post"),
         (lambda: vote("nope", "bob", ORIGIN + 5 * SEC), "unknown_post"),
         (lambda: comment("cx", "p1", "bob", ORIGIN + 5 * SEC, parent="ghost", depth=2), "unknown_parent"),
-        (lambda: comment("cx", "p1", "bob", ORIGIN + 5 * SEC, depth=2), "bad_depth"),
         (lambda: comment("cx", "p1", "bob", ORIGIN + 5 * SEC, parent="c1", depth=1), "bad_depth"),
         (lambda: comment("cx", "p1", "bob", ORIGIN + 5 * SEC, parent="c2", depth=4), "bad_depth"),
         (lambda: comment("c1", "p1", "dave", ORIGIN + 5 * SEC), "duplicate_comment_id"),

@@ -29,6 +29,8 @@ from schemas.events import (
     SubmoltCreatedBody,
     VoteCast,
     VoteCastBody,
+    VoteTallied,
+    VoteTalliedBody,
     partition_key,
 )
 from schemas.ids import uuid7, uuid7_time_ms
@@ -87,6 +89,18 @@ def sample_events() -> list[Event]:
             body=VoteCastBody(target_type="comment", target_id="comment-2", post_id="post-1", value=-1),
             **common,
         ),
+        VoteTallied(
+            event_id=uuid.UUID(int=EID.int + 8),
+            body=VoteTalliedBody(
+                target_type="post",
+                target_id="post-1",
+                post_id="post-1",
+                upvotes=12,
+                downvotes=3,
+                reported_comments=40,
+            ),
+            **common,
+        ),
     ]
 
 
@@ -114,7 +128,7 @@ def _comment_doc(**body: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ round trip
 def test_sample_covers_every_event_type() -> None:
     assert sorted(e.type for e in sample_events()) == sorted(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 7
+    assert len(EVENT_TYPES) == 8
 
 
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
@@ -472,6 +486,7 @@ def test_partition_keys() -> None:
         "post_created": "post-1",
         "comment_created": "post-1",
         "vote_cast": "post-1",
+        "vote_tallied": "post-1",
     }
 
 
@@ -507,6 +522,7 @@ _TYPE_DEFS = {
     "post_created": "PostCreated",
     "comment_created": "CommentCreated",
     "vote_cast": "VoteCast",
+    "vote_tallied": "VoteTallied",
 }
 
 
@@ -567,3 +583,19 @@ def test_json_schema_validates_samples_when_jsonschema_is_available() -> None:
         assert set(body_def.get("required", [])) <= set(doc["body"])
         assert set(doc["body"]) <= set(body_def["properties"])
     assert bad["body"]["depth"] < defs["CommentCreatedBody"]["properties"]["depth"]["minimum"]
+
+
+def test_parentless_reply_needs_parent_unknown() -> None:
+    """Without a parent id a comment is top-level, unless an importer marks its parent as unknown."""
+    doc = _doc(sample_events()[5])
+    assert doc["type"] == "comment_created"
+    doc["body"] = {**doc["body"], "parent_id": None, "depth": 2}
+    err = _decode_error(_raw(doc))
+    assert err.code == "invalid_fields"
+    assert "top-level" in err.reason
+    doc["body"]["parent_unknown"] = True
+    ev = decode_event(_raw(doc), max_bytes=65536)
+    assert isinstance(ev.body, CommentCreatedBody)
+    assert (ev.body.depth, ev.body.parent_unknown) == (2, True)
+    doc["body"]["parent_id"] = "comment-1"
+    assert _decode_error(_raw(doc)).code == "invalid_fields"
