@@ -109,6 +109,81 @@ def _print_tick(t: int) -> None:
         console.print(f"tick {t}", highlight=False)
 
 
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    t = datetime.fromisoformat(value)
+    if t.tzinfo is None:
+        raise click.BadParameter(f"{value!r} has no time zone; write it as e.g. 2026-01-28T00:00:00Z")
+    return t
+
+
+def _parse_speed(value: str) -> float | None:
+    v = value.strip().lower()
+    if v in ("max", "fast", "asap"):
+        return None
+    if v in ("realtime", "real-time"):
+        return 1.0
+    try:
+        speed = float(v.removesuffix("x"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: use max, realtime, or a factor such as 60x") from None
+    if speed <= 0:
+        raise click.BadParameter("the speed factor must be positive")
+    return speed
+
+
+@main.command()
+@click.argument("society_name")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help=".jsonl.gz, .jsonl or .parquet")
+@click.option("--since", help="first event time to include (ISO 8601 with a zone)")
+@click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
+def export(society_name: str, out: Path, since: str | None, until: str | None) -> None:
+    """Export a society's events from ClickHouse to compressed JSON Lines or Parquet."""
+    from rich.progress import Progress
+
+    from replay.export import count_events, export_society
+
+    s = get_settings()
+    lo, hi = _parse_time(since), _parse_time(until)
+    total = count_events(s, society_name, lo, hi)
+    if total == 0:
+        raise click.ClickException(
+            f"society {society_name!r} has no events in ClickHouse ({s.clickhouse_url})"
+        )
+    with Progress(console=console) as progress:
+        task = progress.add_task(f"export {society_name}", total=total)
+        header = export_society(
+            s, society_name, out, since=lo, until=hi, on_event=lambda n: progress.update(task, completed=n)
+        )
+    console.print(f"wrote {header.events:,} events of {society_name} to {out}")
+
+
+@main.command()
+@click.argument("source", type=click.Path(path_type=Path, exists=True))
+@click.option("--society", "name", help="the new society to replay into (default replay_<timestamp>)")
+@click.option("--speed", default="max", show_default=True, help="max, realtime, or a factor such as 60x")
+@click.option("--since", help="first event time to replay (ISO 8601 with a zone)")
+@click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
+def replay(source: Path, name: str | None, speed: str, since: str | None, until: str | None) -> None:
+    """Replay an archive or a MoltBook dump through the stream processors and the sink."""
+    from replay.runner import load_source, replay_source
+
+    s = get_settings()
+    factor = _parse_speed(speed)
+    src = load_source(source, since=_parse_time(since), until=_parse_time(until))
+    if src.report is not None:
+        console.print(src.report.render(), highlight=False, markup=False)
+    if not src.events:
+        raise click.ClickException(f"{source}: no events to replay")
+    society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    stats = replay_source(s, src, society=society, speed=factor, console=console)
+    console.print(
+        f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
+        f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s published)"
+    )
+
+
 @main.command()
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")

@@ -1,0 +1,1 @@
+"""Replay of event histories: the archive format, export, the publisher and `society replay`."""

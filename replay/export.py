@@ -1,0 +1,109 @@
+"""``society export``: a society's events (or a time range of them) from ClickHouse to an archive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from replay.archive import ArchiveHeader, write_archive
+from schemas.control import from_us, to_us
+from schemas.events import EVENT_ADAPTER, Event
+from society.query import run_query
+from society.settings import Settings
+
+PAGE = 50_000
+
+
+def _quote(value: str) -> str:
+    """A ClickHouse string literal (society names are ids: no quotes, but never trust that)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _range(since: datetime | None, until: datetime | None) -> str:
+    cond = ""
+    if since is not None:
+        cond += f" AND toUnixTimestamp64Micro(occurred_at) >= {to_us(since)}"
+    if until is not None:
+        cond += f" AND toUnixTimestamp64Micro(occurred_at) < {to_us(until)}"
+    return cond
+
+
+def count_events(settings: Settings, society: str, since: datetime | None, until: datetime | None) -> int:
+    sql = f"SELECT count() FROM events FINAL WHERE society = {_quote(society)}{_range(since, until)}"
+    return int(run_query(settings, sql).rows[0][0])
+
+
+def society_span(settings: Settings, society: str) -> tuple[int | None, int | None, float | None]:
+    """(first window start, last window start, window seconds) of the society's metrics, if any."""
+    sql = (
+        "SELECT toUnixTimestamp64Micro(min(window_start)), toUnixTimestamp64Micro(max(window_start)), "
+        "toUnixTimestamp64Micro(any(window_end)) - toUnixTimestamp64Micro(any(window_start)), count() "
+        f"FROM metrics WHERE society = {_quote(society)} AND metric = 'events_total'"
+    )
+    first, last, width, n = run_query(settings, sql).rows[0]
+    if not n:
+        return None, None, None
+    return int(first), int(last), int(width) / 1e6
+
+
+def iter_events(
+    settings: Settings, society: str, since: datetime | None = None, until: datetime | None = None
+) -> Iterator[Event]:
+    """The society's events in event-time order, rebuilt in wire form from the events table."""
+    offset = 0
+    while True:
+        sql = (
+            "SELECT toString(event_id), type, schema_version, society, actor, "
+            "toUnixTimestamp64Micro(occurred_at), causation_id, body "
+            f"FROM events FINAL WHERE society = {_quote(society)}{_range(since, until)} "
+            f"ORDER BY occurred_at, event_id LIMIT {PAGE} OFFSET {offset}"
+        )
+        rows = run_query(settings, sql).rows
+        for eid, etype, version, soc, actor, us, cause, body in rows:
+            doc: dict[str, Any] = {
+                "event_id": eid,
+                "type": etype,
+                "schema_version": int(version),
+                "society": soc,
+                "actor": actor,
+                "occurred_at": from_us(int(us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "causation_id": cause or None,
+                "body": orjson.loads(body),
+            }
+            yield EVENT_ADAPTER.validate_json(orjson.dumps(doc), strict=True)
+        if len(rows) < PAGE:
+            return
+        offset += PAGE
+
+
+def export_society(
+    settings: Settings,
+    society: str,
+    out: Path,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    on_event: Callable[[int], None] = lambda n: None,
+) -> ArchiveHeader:
+    """Write the archive of ``society`` to ``out`` (``.jsonl.gz``, ``.jsonl`` or ``.parquet``)."""
+    total = count_events(settings, society, since, until)
+    first, last, width = (
+        society_span(settings, society) if since is None and until is None else (None, None, None)
+    )
+    header = ArchiveHeader(
+        society=society, events=total, origin_us=first, last_window_us=last, window_seconds=width
+    )
+
+    def counted() -> Iterator[Event]:
+        for i, ev in enumerate(iter_events(settings, society, since, until), start=1):
+            if i % 5000 == 0:
+                on_event(i)
+            yield ev
+
+    n = write_archive(out, header, counted())
+    on_event(n)
+    return header

@@ -1,0 +1,111 @@
+"""``society replay SOURCE``: load a history, start the stack without agents, publish it, drain, stop."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from replay.archive import ArchiveHeader, is_archive, read_archive
+from replay.publisher import PublishStats, publish
+from schemas.control import to_us
+from schemas.events import Event
+from society.run import wait_drained
+from society.settings import Settings
+from society.stack import LocalStack
+
+
+@dataclass
+class Source:
+    header: ArchiveHeader | None
+    events: list[Event]
+    report: Any = None  # importers.ImportReport for dumps
+
+
+def load_source(path: Path, *, since: datetime | None = None, until: datetime | None = None) -> Source:
+    """Events of an archive or of a MoltBook dump (through the importers), sorted, within [since, until)."""
+    if path.is_file() and is_archive(path):
+        header, it = read_archive(path)
+        events = list(it)
+        report = None
+    else:
+        from importers import import_path
+
+        result = import_path(path, society="import")
+        header, events, report = None, result.events, result.report
+    events.sort(key=lambda e: (e.occurred_at, str(e.event_id)))
+    if since is not None or until is not None:
+        lo = to_us(since) if since else None
+        hi = to_us(until) if until else None
+        events = [
+            e
+            for e in events
+            if (lo is None or to_us(e.occurred_at) >= lo) and (hi is None or to_us(e.occurred_at) < hi)
+        ]
+        if header is not None:  # a sub-range has its own span
+            header = ArchiveHeader(
+                society=header.society, events=len(events), window_seconds=header.window_seconds
+            )
+    return Source(header, events, report)
+
+
+def replay_source(
+    settings: Settings,
+    source: Source,
+    *,
+    society: str,
+    speed: float | None,
+    console: Console | None = None,
+) -> PublishStats:
+    """Replay ``source`` into a new society on the local stack; returns what was published."""
+    console = console or Console()
+    header = source.header
+    window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
+    settings = settings.model_copy(update={"window_seconds": window_seconds})
+    stack = LocalStack(settings, society)
+    total = len(source.events)
+    progress = Progress(
+        TextColumn("[bold]replay[/bold]"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} events"),
+        TextColumn("{task.fields[rate]:,.0f} events/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    try:
+        stack.start(agents=False)
+        stack.sink_url()
+        with progress:
+            task = progress.add_task("replay", total=total, rate=0.0)
+
+            def on_progress(s: PublishStats) -> None:
+                progress.update(task, completed=s.events, rate=s.events / max(s.seconds, 1e-6))
+
+            stats = asyncio.run(
+                publish(
+                    iter(source.events),
+                    bootstrap=stack.bootstrap,
+                    society=society,
+                    partitions=settings.partitions,
+                    window_seconds=window_seconds,
+                    origin_us=header.origin_us if header else None,
+                    last_window_us=header.last_window_us if header else None,
+                    speed=speed,
+                    on_progress=on_progress,
+                )
+            )
+            if stats.last_us is not None:
+                window_us = int(window_seconds * 1_000_000)
+                last = header.last_window_us if header and header.last_window_us is not None else None
+                if last is None:
+                    last = stats.last_us - stats.last_us % window_us
+                asyncio.run(wait_drained(society, last, stack))
+        return stats
+    finally:
+        stack.stop()
