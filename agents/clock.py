@@ -61,19 +61,23 @@ class Clock:
         duration: float | None,
         stop: asyncio.Event,
         on_tick: Callable[[int], None] = lambda t: None,
+        start_tick: int = 0,
     ) -> int:
-        """Run until ``ticks`` ticks or ``duration`` seconds (whichever comes first); return ticks run."""
+        """Run until tick ``ticks`` or for ``duration`` seconds (whichever first); return the next tick.
+
+        ``start_tick`` > 0 continues a society whose history up to that tick was replayed (a fork).
+        """
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
         await producer.start()
         began = time.monotonic()
         if self.s.mode == "realtime":
             self.origin_us = int(time.time() * 1_000_000)
         try:
-            t = 0
+            t = start_tick
             while not stop.is_set():
                 if ticks is not None and t >= ticks:
                     break
-                if duration is not None and t > 0 and time.monotonic() - began >= duration:
+                if duration is not None and t > start_tick and time.monotonic() - began >= duration:
                     break
                 if self.s.mode == "sim":
                     sim_us = control.to_us(self.origin + timedelta(seconds=t * self.s.tick_seconds))
@@ -96,10 +100,8 @@ class Clock:
                     else:
                         await asyncio.sleep(self.s.tick_seconds)
                 self.tick = t
-                if t == 0:
-                    began = (
-                        time.monotonic()
-                    )  # the duration counts from the first tick the stack has processed
+                if t == start_tick:  # the duration counts from the first tick the stack has processed
+                    began = time.monotonic()
                 on_tick(t)
                 t += 1
             if self.s.mode == "sim":

@@ -50,8 +50,14 @@ async def publish(
     last_window_us: int | None = None,
     speed: float | None = None,
     on_progress: Callable[[PublishStats], None] = lambda s: None,
+    handoff: tuple[list[str], int, int] | None = None,
 ) -> PublishStats:
-    """Publish ``events`` (sorted by event time) and the watermarks; ``speed`` None = as fast as possible."""
+    """Publish ``events`` (sorted by event time) and the watermarks; ``speed`` None = as fast as possible.
+
+    ``handoff = (producers, watermark_us, tick)`` ends with a handoff mark instead of a final one: the
+    history is a prefix that live producers (agent shards) continue from ``tick + 1``. History marks then
+    carry tick -1, so no feed before the handoff's looks complete to the agents.
+    """
     window_us = int(window_seconds * 1_000_000)
     topic = topic_name(society, Role.ACTIONS)
     producer = AIOKafkaProducer(
@@ -71,7 +77,9 @@ async def publish(
     async def mark(wm: int, *, final: bool = False) -> None:
         nonlocal tick
         assert origin is not None
-        raw = control.dumps(control.watermark(PRODUCER, [PRODUCER], wm, tick, origin, final=final))
+        raw = control.dumps(
+            control.watermark(PRODUCER, [PRODUCER], wm, -1 if handoff else tick, origin, final=final)
+        )
         tick += 1
         stats.marks += 1
         for q in range(partitions):
@@ -114,6 +122,18 @@ async def publish(
                 pending.clear()
                 stats.seconds = time.monotonic() - began
                 on_progress(stats)
+        if handoff is not None:
+            successors, wm, last_tick = handoff
+            if origin is None:
+                origin = wm - wm % window_us
+            raw = control.dumps(control.watermark(PRODUCER, successors, wm, last_tick, origin, handoff=True))
+            for q in range(partitions):
+                pending.append(
+                    await producer.send(topic, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
+                )
+            await asyncio.gather(*pending)
+            stats.seconds = time.monotonic() - began
+            return stats
         if origin is None:  # nothing to replay
             return stats
         end = (last_window_us + 1) if last_window_us is not None else (stats.last_us or origin) + 1

@@ -39,15 +39,25 @@ class Watermark(TypedDict):
     tick: int
     origin_us: int
     final: bool
+    handoff: bool
 
 
 def watermark(
-    producer: str, producers: list[str], watermark_us: int, tick: int, origin_us: int, *, final: bool = False
+    producer: str,
+    producers: list[str],
+    watermark_us: int,
+    tick: int,
+    origin_us: int,
+    *,
+    final: bool = False,
+    handoff: bool = False,
 ) -> Watermark:
     """A watermark control record.
 
     ``origin_us`` is the society's first instant (windows start there). A ``final`` mark ends the log at
-    ``watermark_us``: the window that contains it closes too, although it is not over.
+    ``watermark_us``: the window that contains it closes too, although it is not over. A ``handoff`` mark
+    retires its producer and hands its watermark and tick to ``producers`` (how a fork passes from the
+    replayed history to the live agent shards).
     """
     return {
         "producer": producer,
@@ -56,6 +66,7 @@ def watermark(
         "tick": tick,
         "origin_us": origin_us,
         "final": final,
+        "handoff": handoff,
     }
 
 

@@ -45,6 +45,8 @@ def main() -> None:
 @click.option("--window-seconds", type=float, help="event-time window of the rolling metrics")
 @click.option("--stream-workers", type=int, default=None)
 @click.option("--agent-workers", type=int, default=None)
+@click.option("--from", "fork_from", help="start from the history of this society (fork or resume)")
+@click.option("--at", "fork_at", help="with --from: fork at this event time (default: where it stopped)")
 def run(
     name: str | None,
     agents: int | None,
@@ -56,8 +58,16 @@ def run(
     window_seconds: float | None,
     stream_workers: int | None,
     agent_workers: int | None,
+    fork_from: str | None,
+    fork_at: str | None,
 ) -> None:
-    """Run a society of N agents for a duration on the local stack, with live figures."""
+    """Run a society of N agents for a duration on the local stack, with live figures.
+
+    With --from OLD [--at TIME] the new society's history up to TIME (default: where OLD stopped) is
+    OLD's, replayed from ClickHouse; its agents then continue live.
+    """
+    if fork_at is not None and fork_from is None:
+        raise click.UsageError("--at needs --from")
     from society.run import run_society
 
     s = _settings(
@@ -66,6 +76,13 @@ def run(
     society = name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
     if ticks is None and duration is None:
         duration = 60.0
+    if fork_from is not None:
+        from society.fork import load_config
+
+        try:
+            load_config(s, fork_from)
+        except FileNotFoundError as exc:
+            raise click.ClickException(str(exc)) from None
     summary = run_society(
         s,
         society=society,
@@ -74,6 +91,8 @@ def run(
         stream_workers=stream_workers or s.stream_workers,
         agent_workers=agent_workers or s.agent_workers,
         console=console,
+        fork_from=fork_from,
+        fork_at=_parse_time(fork_at),
     )
     console.print()
     console.print(

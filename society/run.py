@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console, Group
@@ -17,8 +18,10 @@ from rich.table import Table
 from agents.clock import Clock
 from agents.feed_cache import FeedCache
 from schemas import control
+from schemas.control import from_us
 from schemas.topics import Role, topic_name
 from society.broker import partition_count
+from society.fork import copy_history, fork_point, fork_settings, save_config
 from society.logs import get_logger
 from society.query import QueryError, Result, query_http
 from society.settings import Settings
@@ -112,6 +115,7 @@ async def _drive(
     ticks: int | None,
     duration: float | None,
     console: Console,
+    start_tick: int = 0,
 ) -> dict[str, Any]:
     url = await asyncio.to_thread(stack.sink_url)
     feeds = FeedCache(stack.bootstrap, society, settings.partitions, settings.feed_size)
@@ -137,7 +141,7 @@ async def _drive(
         if not first_tick:
             first_tick.append(time.monotonic())
             progress.update(task, description="ticks" if ticks is not None else "seconds")
-        done = t + 1 if ticks is not None else min(total, time.monotonic() - first_tick[0])
+        done = t + 1 - start_tick if ticks is not None else min(total, time.monotonic() - first_tick[0])
         progress.update(task, completed=done)
 
     async def refresh(live: Live) -> None:
@@ -163,7 +167,13 @@ async def _drive(
             await asyncio.sleep(0.5)
 
     async def flow() -> int:
-        final_tick = await clock.run(ticks=ticks, duration=duration, stop=stop, on_tick=on_tick)
+        final_tick = await clock.run(
+            ticks=None if ticks is None else start_tick + ticks,
+            duration=duration,
+            stop=stop,
+            on_tick=on_tick,
+            start_tick=start_tick,
+        )
         progress.update(task, description="draining", completed=total)
         await clock.wait_closed(final_tick, timeout=300)
         window_us = int(settings.window_seconds * 1_000_000)
@@ -213,6 +223,7 @@ async def drive_clock(
     duration: float | None,
     stop: asyncio.Event | None = None,
     on_tick: Callable[[int], None] = lambda t: None,
+    start_tick: int = 0,
 ) -> tuple[int, int]:
     """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
     partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
@@ -221,7 +232,11 @@ async def drive_clock(
     try:
         clock = Clock(settings, bootstrap, society, feeds)
         final_tick = await clock.run(
-            ticks=ticks, duration=duration, stop=stop or asyncio.Event(), on_tick=on_tick
+            ticks=ticks,
+            duration=duration,
+            stop=stop or asyncio.Event(),
+            on_tick=on_tick,
+            start_tick=start_tick,
         )
         await clock.wait_closed(final_tick, timeout=300)
         return final_tick, clock.end_us
@@ -275,9 +290,18 @@ def run_society(
     stream_workers: int,
     agent_workers: int,
     console: Console | None = None,
+    fork_from: str | None = None,
+    fork_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """Run a society on the local stack and return a summary; the stack is stopped afterwards."""
+    """Run a society on the local stack and return a summary; the stack is stopped afterwards.
+
+    With ``fork_from`` the society starts from the history of another (see ``society.fork``).
+    """
     console = console or Console()
+    point = None
+    if fork_from is not None:
+        settings, cfg = fork_settings(settings, fork_from, None)
+        point = fork_point(settings, fork_at, cfg.get("end_us"))
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
     console.print(
         f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, "
@@ -286,8 +310,18 @@ def run_society(
     )
     try:
         stack.start()
+        save_config(settings, society)
         console.print(f"broker {stack.bootstrap}; logs in {stack.run_dir}")
-        summary = asyncio.run(_drive(settings, stack, society, ticks, duration, console))
+        start_tick = 0
+        if fork_from is not None and point is not None:
+            stack.sink_url()
+            console.print(f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()} ...")
+            copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
+            console.print(f"copied {copied:,} events; continuing live from tick {point.tick}")
+            save_config(settings, society, forked_from=fork_from, fork_at_us=point.at_us)
+            start_tick = point.tick
+        summary = asyncio.run(_drive(settings, stack, society, ticks, duration, console, start_tick))
+        save_config(settings, society, end_us=summary["end_us"])
     finally:
         stack.stop()
     return summary

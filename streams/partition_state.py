@@ -342,10 +342,19 @@ class PartitionState:
         first window starts. The second value is the newest tick that every producer has finished, when
         that advanced, else None.
         """
-        prev = self.producer_marks.get(mark["producer"])
-        if prev is None or mark["watermark_us"] >= prev["watermark_us"]:
-            self.producer_marks[mark["producer"]] = mark
-        self.producers = self.producers | frozenset(mark["producers"])
+        if mark.get("handoff"):
+            # the producer retires; its successors start from its watermark and tick
+            self.producer_marks.pop(mark["producer"], None)
+            self.producers = (self.producers - {mark["producer"]}) | frozenset(mark["producers"])
+            for p in mark["producers"]:
+                prev_p = self.producer_marks.get(p)
+                if prev_p is None or mark["watermark_us"] >= prev_p["watermark_us"]:
+                    self.producer_marks[p] = {**mark, "producer": p, "handoff": False}
+        else:
+            prev = self.producer_marks.get(mark["producer"])
+            if prev is None or mark["watermark_us"] >= prev["watermark_us"]:
+                self.producer_marks[mark["producer"]] = mark
+            self.producers = self.producers | frozenset(mark["producers"])
         if any(p not in self.producer_marks for p in self.producers):
             return [], None
         marks = [self.producer_marks[p] for p in self.producers]

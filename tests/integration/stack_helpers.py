@@ -11,6 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.topics import Role, topic_name
+from society.fork import save_config
 from society.query import query_http
 from society.run import drive_clock, last_window_start, wait_drained
 from society.settings import Settings
@@ -53,6 +54,7 @@ def run_ticks(stack: LocalStack, ticks: int) -> int:
         final, end_us = await drive_clock(
             stack.settings, stack.bootstrap, stack.society, ticks=ticks, duration=None
         )
+        save_config(stack.settings, stack.society, end_us=end_us)
         await wait_drained(stack.society, last_window_start(stack.settings, end_us), stack)
         return final
 
