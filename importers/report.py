@@ -1,0 +1,196 @@
+"""The import report: what each file was, what was read, what became events, and what was not, and why.
+
+Contract:
+
+- One ``FileReport`` per file seen, in the order the files were read (sorted paths).
+- ``skipped`` counts records that made no event, by reason, with up to ``MAX_EXAMPLES`` examples each
+  (an example names the record's position: ``line 12`` in a CSV, ``posts[3]`` in JSON).
+- ``notes`` counts records that made events but were changed or are worth knowing about (a title
+  truncated, an author missing), same layout as ``skipped``.
+- ``errors`` are problems with the file itself (it is not JSON, it is cut short, a CSV lacks columns),
+  each with a position: line/column and character offset for JSON, a line number for CSV.
+- ``skip_reason`` is set when the whole file was left aside (unknown shape, empty file).
+- ``render()`` is text for a person, ``to_dict()`` is JSON-ready and stable in its keys.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_EXAMPLES = 3
+
+
+@dataclass
+class ReasonTally:
+    """How many records share one reason, with the first few as examples."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, example: str) -> None:
+        self.count += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(example)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "examples": list(self.examples)}
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A problem with a file as a whole, at a position (``line 3 column 7 (char 41)``, ``line 12``)."""
+
+    position: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"position": self.position, "message": self.message}
+
+
+def _example(position: str, detail: str) -> str:
+    return f"{position}: {detail}" if detail else position
+
+
+@dataclass
+class FileReport:
+    """Everything the import did with one file."""
+
+    file: str
+    shape: str = "unknown"
+    records_read: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    skipped: dict[str, ReasonTally] = field(default_factory=dict)
+    notes: dict[str, ReasonTally] = field(default_factory=dict)
+    errors: list[FileError] = field(default_factory=list)
+    skip_reason: str | None = None
+
+    def skip(self, reason: str, position: str, detail: str = "") -> None:
+        """Count a record that made no event."""
+        self.skipped.setdefault(reason, ReasonTally()).add(_example(position, detail))
+
+    def note(self, reason: str, position: str, detail: str = "") -> None:
+        """Count a record that made events but is worth a remark (changed, incomplete)."""
+        self.notes.setdefault(reason, ReasonTally()).add(_example(position, detail))
+
+    def error(self, position: str, message: str) -> None:
+        """Record a problem with the file itself."""
+        self.errors.append(FileError(position, message))
+
+    @property
+    def status(self) -> str:
+        """``skipped`` (left aside), ``failed`` (errors, nothing read), ``partial`` or ``imported``."""
+        if self.skip_reason is not None:
+            return "skipped"
+        if self.errors:
+            return "failed" if self.records_read == 0 else "partial"
+        return "imported"
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(t.count for t in self.skipped.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "shape": self.shape,
+            "status": self.status,
+            "skip_reason": self.skip_reason,
+            "records_read": self.records_read,
+            "events": dict(sorted(self.events.items())),
+            "skipped": {k: v.to_dict() for k, v in sorted(self.skipped.items())},
+            "notes": {k: v.to_dict() for k, v in sorted(self.notes.items())},
+            "errors": [e.to_dict() for e in self.errors],
+        }
+
+    def render(self) -> str:
+        head = f"{self.file}  [{self.shape}, {self.status}]"
+        lines = [head]
+        if self.skip_reason is not None:
+            lines.append(f"  skipped file: {self.skip_reason}")
+            return "\n".join(lines)
+        made = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items())) or "none"
+        lines.append(f"  records read: {self.records_read}; events: {made}")
+        for err in self.errors:
+            lines.append(f"  ERROR at {err.position}: {err.message}")
+        for title, tallies in (("skipped", self.skipped), ("note", self.notes)):
+            for reason, tally in sorted(tallies.items(), key=lambda kv: (-kv[1].count, kv[0])):
+                lines.append(f"  {title}: {reason}: {tally.count}")
+                lines.extend(f"      e.g. {ex}" for ex in tally.examples)
+        return "\n".join(lines)
+
+
+@dataclass
+class ImportReport:
+    """The report of one ``import_path`` call: per-file entries plus notes about the whole import."""
+
+    source: str
+    society: str
+    files: list[FileReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def file(self, name: str) -> FileReport:
+        """The entry of a file by the name it has in the report (its path relative to the source)."""
+        for entry in self.files:
+            if entry.file == name:
+                return entry
+        raise KeyError(name)
+
+    def events_by_type(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for entry in self.files:
+            total.update(entry.events)
+        return total
+
+    def skipped_by_reason(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for entry in self.files:
+            for reason, tally in entry.skipped.items():
+                total[reason] += tally.count
+        return total
+
+    def notes_by_reason(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for entry in self.files:
+            for reason, tally in entry.notes.items():
+                total[reason] += tally.count
+        return total
+
+    @property
+    def error_count(self) -> int:
+        return sum(len(entry.errors) for entry in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "society": self.society,
+            "totals": {
+                "files": len(self.files),
+                "files_by_status": dict(sorted(Counter(f.status for f in self.files).items())),
+                "events": dict(sorted(self.events_by_type().items())),
+                "skipped": dict(sorted(self.skipped_by_reason().items())),
+                "notes": dict(sorted(self.notes_by_reason().items())),
+                "errors": self.error_count,
+            },
+            "notes": list(self.notes),
+            "files": [entry.to_dict() for entry in self.files],
+        }
+
+    def render(self) -> str:
+        events = self.events_by_type()
+        by_status = Counter(f.status for f in self.files)
+        lines = [
+            f"Import of {self.source} into society {self.society!r}",
+            f"files: {len(self.files)} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
+            + f"); events: {sum(events.values())} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(events.items()))
+            + f"); skipped records: {sum(self.skipped_by_reason().values())}; errors: {self.error_count}",
+        ]
+        if self.notes:
+            lines.append("notes:")
+            lines.extend(f"  - {n}" for n in self.notes)
+        lines.append("")
+        lines.extend(entry.render() for entry in self.files)
+        return "\n".join(lines)
