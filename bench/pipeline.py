@@ -114,6 +114,8 @@ class LatencyResult:
 class Memory:
     peak: dict[str, int] = field(default_factory=dict)
     final: dict[str, int] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds used during the end-to-end stage
+    e2e_seconds: float = 0.0
 
 
 @dataclass
@@ -200,7 +202,7 @@ class Children:
 
 
 class RssMonitor(threading.Thread):
-    """Peak RSS (process + children) of tracked processes, sampled every ``interval`` seconds."""
+    """Peak RSS and CPU time (process + children) of tracked processes, sampled every ``interval`` s."""
 
     def __init__(self, interval: float = 0.5) -> None:
         super().__init__(daemon=True, name="rss-monitor")
@@ -208,6 +210,7 @@ class RssMonitor(threading.Thread):
         self.tracked: dict[str, psutil.Process] = {}
         self.peak: dict[str, int] = {}
         self.last: dict[str, int] = {}
+        self.cpu: dict[str, float] = {}  # cumulative user + system seconds at the last sample
         self.lock = threading.Lock()
         self.halt = threading.Event()
 
@@ -215,6 +218,7 @@ class RssMonitor(threading.Thread):
         with self.lock:
             self.tracked[key] = psutil.Process(pid)
             self.peak[key] = 0
+            self.cpu[key] = 0.0
         self.sample()
 
     def untrack(self, key: str) -> None:
@@ -227,15 +231,21 @@ class RssMonitor(threading.Thread):
             items = list(self.tracked.items())
         for key, proc in items:
             try:
-                rss = proc.memory_info().rss
-                for child in proc.children(recursive=True):
+                procs = [proc, *proc.children(recursive=True)]
+                rss = 0
+                cpu = 0.0
+                for p in procs:
                     with contextlib.suppress(psutil.Error):
-                        rss += child.memory_info().rss
+                        rss += p.memory_info().rss
+                        t = p.cpu_times()
+                        cpu += t.user + t.system
             except psutil.Error:
                 continue
             with self.lock:
-                self.last[key] = rss
-                self.peak[key] = max(self.peak.get(key, 0), rss)
+                if rss:
+                    self.last[key] = rss
+                    self.peak[key] = max(self.peak.get(key, 0), rss)
+                    self.cpu[key] = max(self.cpu.get(key, 0.0), cpu)
 
     def run(self) -> None:
         while not self.halt.wait(self.interval):
@@ -408,6 +418,7 @@ class Bench:
         timeout: float,
         task: TaskID | None = None,
         offset: int = 0,
+        samples: list[tuple[float, int]] | None = None,
     ) -> float:
         """Poll ``/health`` every 0.1 s until ``rows.events >= want``; return the wall time it did."""
         deadline = time.monotonic() + timeout
@@ -415,6 +426,8 @@ class Bench:
             doc = await asyncio.to_thread(health, url)
             now = time.time()
             rows = int(doc["rows"]["events"]) if doc else 0
+            if samples is not None and doc:
+                samples.append((now, rows - offset))
             if task is not None:
                 self.progress.update(task, completed=max(0, rows - offset))
             if rows >= want:
@@ -609,6 +622,7 @@ class Bench:
         first: float | None = None
         mem_key = "processor stage: stream worker"
         proc: subprocess.Popen[bytes] | None = None
+        samples: list[tuple[float, int]] = []
         try:
             proc = self.spawn_role("streams", self.soc_a, "stream worker processor stage")
             self.monitor.track(mem_key, proc.pid)
@@ -617,6 +631,7 @@ class Bench:
                 tot = await watch.totals()
                 now = time.time()
                 done = tot[t_events] + tot[t_dlq]
+                samples.append((now, done))
                 if first is None and done > 0:
                     first = now
                     profiler = self.start_profiler(proc.pid)
@@ -631,6 +646,7 @@ class Bench:
             st.events = self.ds.events
             st.seconds = now - first
             st.note = "first record in events topic -> all accepted events + forwarded marks there"
+            st.note += "; " + tenths(samples, first, target)
             if tot[t_dlq]:
                 st.note += f"; {tot[t_dlq]:,} dead letters"
             # The aggregator (same process) may still be computing window metrics: wait for it, report it.
@@ -735,9 +751,17 @@ class Bench:
             await self.wait_rows(url, 1, [sink, worker], 180.0)
             err.print("  e2e: sink and stream worker up (probe event stored)")
             task = self.progress.add_task("5 end to end", total=n)
+            self.monitor.sample()
+            roles = {"worker": keys["worker"], "sink": keys["sink"], "producer": keys["producer"]}
+            if "broker" in self.monitor.tracked:
+                roles["broker"] = "broker"
+            cpu0 = {role: self.monitor.cpu.get(key, 0.0) for role, key in roles.items()}
+            cpu0["producer"] = 0.0
+            bench_cpu0 = time.process_time()
+            samples: list[tuple[float, int]] = []
             producer = asyncio.create_task(self.run_producer(self.soc_b, "producer e2e", keys["producer"]))
             rows_task = asyncio.create_task(
-                self.wait_rows(url, n + 1, [sink, worker], self.timeout(), task, 1)
+                self.wait_rows(url, n + 1, [sink, worker], self.timeout(), task, 1, samples)
             )
             try:
                 done_at = await rows_task
@@ -752,11 +776,16 @@ class Bench:
             st.seconds = done_at - float(doc["first_send"])
             produce_s = float(doc["last_ack"]) - float(doc["first_send"])
             st.note = f"first send -> N rows in ClickHouse; producer alone took {produce_s:.1f} s"
+            st.note += "; " + tenths(samples, float(doc["first_send"]), n)
             self.monitor.sample()
             mem = self.run_info.memory
             for role, key in keys.items():
                 mem.peak[role] = self.monitor.peak.get(key, 0)
                 mem.final[role] = self.monitor.last.get(key, 0)
+            for role, key in roles.items():
+                mem.cpu[role] = self.monitor.cpu.get(key, 0.0) - cpu0[role]
+            mem.cpu["benchmark"] = time.process_time() - bench_cpu0
+            mem.e2e_seconds = st.seconds
             health_doc = await asyncio.to_thread(health, url)
             if health_doc and int(health_doc["rows"].get("dead_letters", 0)):
                 st.note += f"; {health_doc['rows']['dead_letters']:,} dead letters"
@@ -932,6 +961,22 @@ def sink_flushes(path: Path) -> list[tuple[float, float, int]]:
     return out
 
 
+def tenths(samples: list[tuple[float, int]], t0: float, total: int) -> str:
+    """Rate over the first and the last tenth of ``total`` from ``(time, count)`` samples."""
+    if not samples or total <= 0:
+        return "no samples"
+
+    def when(count: float) -> float | None:
+        return next((t for t, c in samples if c >= count), None)
+
+    t1, t9, t10 = when(total * 0.1), when(total * 0.9), when(total)
+    if t1 is None or t9 is None or t10 is None or t1 <= t0 or t10 <= t9:
+        return "rate by tenth: n/a"
+    first = total * 0.1 / (t1 - t0)
+    last = total * 0.1 / (t10 - t9)
+    return f"first tenth of the events at {first:,.0f}/s, last tenth at {last:,.0f}/s"
+
+
 def log_times(path: Path, event: str) -> list[float]:
     """Timestamps of the JSON log lines of ``event`` in a child's log."""
     needle = f'"event": "{event}"'
@@ -1086,12 +1131,35 @@ def print_table(run: Run) -> None:
     for role in MEMORY_ROLES:
         mt.add_row(role, fmt_mib(run.memory.peak.get(role)), fmt_mib(run.memory.final.get(role)))
     out.print(mt)
+    ct = Table(title="CPU during the end-to-end stage", header_style="bold")
+    for col in ("process", "CPU s", "cores (average)"):
+        ct.add_column(col)
+    for row in cpu_rows(run):
+        ct.add_row(*row)
+    out.print(ct)
     tt = Table(title="targets", header_style="bold")
     for col in ("target", "measured", "verdict"):
         tt.add_column(col)
     for row in targets(run):
         tt.add_row(*(c.replace("**", "") for c in row))
     out.print(tt)
+
+
+CPU_ROLES = ("worker", "sink", "producer", "broker", "benchmark")
+
+
+def cpu_rows(run: Run) -> list[list[str]]:
+    mem = run.memory
+    if not mem.cpu or mem.e2e_seconds <= 0:
+        return []
+    rows = [
+        [role, f"{mem.cpu[role]:.1f}", f"{mem.cpu[role] / mem.e2e_seconds:.2f}"]
+        for role in CPU_ROLES
+        if role in mem.cpu
+    ]
+    total = sum(mem.cpu.values())
+    rows.append(["all", f"{total:.1f}", f"{total / mem.e2e_seconds:.2f} of {run.machine['nproc']}"])
+    return rows
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -1145,6 +1213,13 @@ Peak RSS (psutil, process + children, sampled every 0.5 s) during the end-to-end
 events{quick}. The producer is `bench/producer.py`, which streams its input file in 4 MiB chunks, so
 its RSS is the client's own (aiokafka buffers and up to 100,000 in-flight send futures). The broker
 line is the Tansu process over the whole run, for context: it keeps every topic in memory.
+"""
+
+CPU_TEXT = """\
+User + system CPU time (psutil, process + children) used from the start of the producer until N rows
+were in ClickHouse ({seconds:.1f} s), and the average number of cores that is; the benchmark line is
+this process (polling `/health`). When "all" is close to {nproc}, the machine is saturated and the
+end-to-end rate is bounded by the sum of the processes' work, not by the slowest stage alone.
 """
 
 DATA_TEXT = """\
@@ -1258,6 +1333,10 @@ def write_markdown(run: Run, path: Path) -> None:
     parts.append(md_table(["process", "peak RSS", "RSS at the end"], mem_rows) + "\n")
     quick = " (`--quick`: 200,000, not 1,000,000)" if run.quick else ""
     parts.append(MEMORY_TEXT.format(events=run.events, quick=quick))
+    if cpu_rows(run):
+        parts.append("## CPU during the end-to-end stage\n")
+        parts.append(md_table(["process", "CPU seconds", "cores (average)"], cpu_rows(run)) + "\n")
+        parts.append(CPU_TEXT.format(seconds=run.memory.e2e_seconds, nproc=run.machine["nproc"]))
     parts.append("## Targets\n")
     parts.append(md_table(["target (from the issue)", "measured", "verdict"], targets(run)) + "\n")
     if notes.strip():

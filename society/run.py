@@ -207,7 +207,7 @@ async def _drive(
             live.update(render(fig, progress, society))
             await feeds.stop()
     return {
-        "ticks": final_tick,
+        "ticks": final_tick - start_tick,
         "seconds": time.monotonic() - began,
         "events": fig.events,
         "end_us": clock.end_us,
