@@ -58,6 +58,13 @@ def decode_event(raw: bytes | None, *, max_bytes: int) -> Event:
     if len(raw) > max_bytes:
         raise InvalidEvent(f"event is {len(raw)} bytes, over the {max_bytes}-byte limit", "too_large")
     try:
+        # strict: a timestamp must be an ISO 8601 string, a depth an integer; the bytes are published as
+        # they are, so whatever passes here must also pass the JSON Schema and every consumer.
+        return EVENT_ADAPTER.validate_json(raw, strict=True)
+    except ValidationError as exc:
+        first_error = exc
+    # Invalid: parse again only to say why, in words a person can read.
+    try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidEvent(f"malformed JSON: {exc}", "malformed_json") from None
@@ -67,9 +74,4 @@ def decode_event(raw: bytes | None, *, max_bytes: int) -> Event:
     if etype not in EVENT_TYPES:
         known = ", ".join(EVENT_TYPES)
         raise InvalidEvent(f"unknown event type {etype!r}; known types: {known}", "unknown_type")
-    try:
-        # strict: a timestamp must be an ISO 8601 string, a depth an integer; the bytes are published as
-        # they are, so whatever passes here must also pass the JSON Schema and every consumer.
-        return EVENT_ADAPTER.validate_json(raw, strict=True)
-    except ValidationError as exc:
-        raise InvalidEvent(f"invalid {etype}: {_describe(exc)}", "invalid_fields") from None
+    raise InvalidEvent(f"invalid {etype}: {_describe(first_error)}", "invalid_fields")
