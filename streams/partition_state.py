@@ -125,6 +125,7 @@ class PartitionState:
         # histograms keep counting them) and later events in them are dead-lettered as archived.
         self.thread_ttl_us = thread_ttl_us
         self.archived: set[str] = set()
+        self._last_archive_us = -(2**62)
         # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
         self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
         # event ids of non-thread events: registrations, subscriptions, follows (per agent, not per thread)
@@ -194,6 +195,8 @@ class PartitionState:
             if thread is None:
                 return self._missing_thread("comment on", body.post_id)
             t = thread
+            if self._idle_too_long(t, occurred):
+                return self._missing_thread("event in", body.post_id)
             if body.comment_id in t.comments:
                 if eid in t.event_ids:
                     return self._dup(eid)
@@ -242,6 +245,8 @@ class PartitionState:
             if thread is None:
                 return self._missing_thread("vote tally in", body.post_id)
             t = thread
+            if self._idle_too_long(t, occurred):
+                return self._missing_thread("event in", body.post_id)
             if body.target_type == "comment" and body.target_id not in t.comments:
                 self.rejected += 1
                 return Rejected(
@@ -259,6 +264,8 @@ class PartitionState:
             if thread is None:
                 return self._missing_thread("vote in", body.post_id)
             t = thread
+            if self._idle_too_long(t, occurred):
+                return self._missing_thread("event in", body.post_id)
             if body.target_type == "comment" and body.target_id not in t.comments:
                 self.rejected += 1
                 return Rejected(
@@ -294,6 +301,14 @@ class PartitionState:
                 acc.edges[edge] += 1
         self.accepted += 1
         return Accepted(eid, ev.type, occurred, acc is None)
+
+    def _idle_too_long(self, t: Thread, occurred: int) -> bool:
+        """An event more than the TTL after the thread's last one finds it archived, whether or not the
+        thread's details were already reclaimed: the outcome depends on event times only."""
+        if self.thread_ttl_us is None or occurred - t.last_us <= self.thread_ttl_us:
+            return False
+        self.archived.add(t.post_id)
+        return True
 
     def _missing_thread(self, what: str, post_id: str) -> Rejected:
         self.rejected += 1
@@ -368,7 +383,15 @@ class PartitionState:
         while self.next_close_us + self.window_us <= wm or (final and self.next_close_us < wm):
             partials.append(self._close(self.next_close_us))
             self.next_close_us += self.window_us
-        if partials and self.thread_ttl_us is not None:
+        if (
+            partials
+            and self.thread_ttl_us is not None
+            and wm - self._last_archive_us >= self.thread_ttl_us // 8
+        ):
+            # Reclaim memory of threads idle for the TTL: no event can reach them any more (events are not
+            # earlier than the watermark, and _idle_too_long rejects them), so when this scan runs changes
+            # nothing but memory. It walks every thread, hence at most every eighth of the TTL.
+            self._last_archive_us = wm
             self._archive_idle(wm - self.thread_ttl_us)
         completed = tick if tick > self.last_feed_tick else None
         if completed is not None:
