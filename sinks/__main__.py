@@ -15,7 +15,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from sinks.consumer import ClickHouseSink
-from society.logs import configure_logging, get_logger
+from society.logs import configure_logging, get_logger, tune_gc
 from society.settings import Settings, get_settings
 
 
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     args = _parse(argv, settings)
     configure_logging(settings.log_level, settings.log_json)
+    tune_gc()
     log = get_logger("sinks")
     log.info("sink.settings", **{**settings.model_dump(mode="json"), "society": args.society})
     try:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import tempfile
 
 import faust
 
-from society.logs import configure_logging
+from society.logs import configure_logging, tune_gc
 from society.settings import get_settings
 from streams.app import create_app
 
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    tune_gc()
     loop: asyncio.AbstractEventLoop
     try:
         import uvloop
@@ -31,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = tempfile.mkdtemp(prefix=f"faust-{args.society}-")
     app = create_app(settings, args.bootstrap, args.society, data_dir=data_dir)
     worker = faust.Worker(app, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True)
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

@@ -53,8 +53,14 @@ class Thread:
     event_ids: set[str] = field(default_factory=set)
     recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us]
     last_us: int = 0  # event time of the thread's newest event
+    cached_item: FeedItem | None = None  # the feed item, rebuilt only after the thread changed
 
     def item(self) -> FeedItem:
+        if self.cached_item is None:
+            self.cached_item = self._build_item()
+        return self.cached_item
+
+    def _build_item(self) -> FeedItem:
         return {
             "post_id": self.post_id,
             "author": self.author,
@@ -233,6 +239,7 @@ class PartitionState:
             )
             if len(t.recent) > RECENT_COMMENTS:
                 del t.recent[0]
+            t.cached_item = None
             self._move(self.size_hist, old_size, len(t.comments))
             self._move(self.participants_hist, old_part, len(t.participants))
             self._move(self.depth_hist, old_depth, t.max_depth)
@@ -258,6 +265,7 @@ class PartitionState:
             t.event_ids.add(eid)
             if body.target_type == "post":
                 t.score += body.upvotes - body.downvotes
+                t.cached_item = None
                 self.dirty_submolts.add(t.submolt)
         elif isinstance(body, VoteCastBody):
             thread = self.threads.get(body.post_id)
@@ -281,6 +289,7 @@ class PartitionState:
             t.last_us = max(t.last_us, occurred)
             if body.target_type == "post":
                 t.score += body.value
+                t.cached_item = None
                 self.dirty_submolts.add(t.submolt)
         else:
             if eid in self.other_ids:
