@@ -9,7 +9,11 @@ Stages (all in one run, on one broker, so their ratios compare like with like):
 4. sink: ``python -m sinks`` on the events topic of stage 3, from its first insert until ``rows.events``;
 5. end to end: fresh society, sink + worker running and warm, N events produced at full speed, from the
    first send until ``/health`` reports N rows in ClickHouse; peak RSS of worker, sink and producer;
-6. latency at 1,000 events/s with 1-s windows: window end -> ``events_total`` row in ClickHouse.
+6. latency at 1,000 events/s with 1-s windows: window end -> ``events_total`` row in ClickHouse;
+7. replay: the N events, sorted by event time, written once to a ``.jsonl.gz`` archive (not timed); a fresh
+   society's sink + worker running and warm as in 5; then ``society replay``'s path, the archive read
+   (``replay.archive.read_archive``, streaming) and ``replay.publisher.publish`` at full speed, from the
+   start of reading until ``/health`` reports N rows in ClickHouse.
 
 Results are printed as a table and written to BENCHMARKS.md (``--output``). Progress goes to stderr.
 """
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import hashlib
 import math
 import os
 import platform
@@ -49,7 +54,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.dataset import Dataset, build, copy_mask, iso_us, key_of, remapped
+from bench.dataset import Dataset, build, copy_mask, iso_us, key_of, remapped, write_replay_archive
 from schemas import control
 from schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
 from schemas.ids import uuid7
@@ -65,6 +70,8 @@ MIB = 1 << 20
 TARGET_E2E = 20_000.0
 TARGET_LATENCY_P99_S = 2.0
 TARGET_WORKER_RSS = 1 * GIB
+TARGET_REPLAY_EVENTS = 1_000_000
+TARGET_REPLAY_S = 60.0
 LATENCY_RATE = 1_000
 HISTORY_BEGIN = "<!-- history:begin -->"
 HISTORY_END = "<!-- history:end -->"
@@ -134,6 +141,34 @@ class Run:
     profile: list[tuple[str, float]] = field(default_factory=list)
     profile_inclusive: list[tuple[str, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    code: dict[str, tuple[str, float]] = field(default_factory=dict)  # path -> (sha256, mtime) at start
+    code_changed: list[tuple[str, float]] = field(default_factory=list)  # (path, mtime) changed during run
+    stage_started: dict[str, float] = field(default_factory=dict)
+
+
+CODE_DIRS = ("schemas", "agents", "streams", "sinks", "society")
+
+
+def code_state() -> dict[str, tuple[str, float]]:
+    """Hash and mtime of the pipeline's source files (others may edit them while the benchmark runs)."""
+    out: dict[str, tuple[str, float]] = {}
+    for d in CODE_DIRS:
+        for path in sorted((REPO / d).rglob("*")):
+            if path.suffix in (".py", ".sql", ".toml") and path.is_file():
+                with contextlib.suppress(OSError):
+                    data = path.read_bytes()
+                    out[str(path.relative_to(REPO))] = (
+                        hashlib.sha256(data).hexdigest(),
+                        path.stat().st_mtime,
+                    )
+    return out
+
+
+def code_fingerprint(state: dict[str, tuple[str, float]]) -> str:
+    h = hashlib.sha256()
+    for path, (digest, _) in sorted(state.items()):
+        h.update(f"{path}:{digest}\n".encode())
+    return h.hexdigest()[:12]
 
 
 # ------------------------------------------------------------------------------------------- machinery
@@ -372,6 +407,7 @@ class Bench:
         self.soc_a = f"bench{tag}a"  # producer, ceiling, processor, sink
         self.soc_b = f"bench{tag}e"  # end to end
         self.soc_c = f"bench{tag}l"  # latency
+        self.soc_r = f"bench{tag}r"  # replay
         self.ds: Dataset | None = None
         self.progress = Progress(
             SpinnerColumn(),
@@ -387,6 +423,10 @@ class Bench:
     def env(self, **overrides: Any) -> dict[str, str]:
         env = settings_env(self.settings, state_dir=self.state_dir, log_json=True, **overrides)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # Temporary files of the children (the stream worker's Faust data dir) go to the work dir.
+        child_tmp = self.tmp / "tmp"
+        child_tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(child_tmp)
         return env
 
     def spawn_role(self, role: str, society: str, name: str, **overrides: Any) -> subprocess.Popen[bytes]:
@@ -463,6 +503,7 @@ class Bench:
     def stage(self, key: str, label: str) -> Stage:
         st = Stage(key, label)
         self.run_info.stages[key] = st
+        self.run_info.stage_started[key] = time.time()
         return st
 
     # --- run -----------------------------------------------------------------------------------------
@@ -477,6 +518,7 @@ class Bench:
                 ("sink", self.stage_sink),
                 ("e2e", self.stage_e2e),
                 ("latency", self.stage_latency),
+                ("replay", self.stage_replay),
             ]
             with self.progress:
                 for name, step in steps:
@@ -524,7 +566,7 @@ class Bench:
             self.bootstrap = self.broker.bootstrap
             self.monitor.track("broker", self.broker.process.pid)
         err.print(f"broker {self.bootstrap}; work dir {self.tmp}")
-        for soc in (self.soc_a, self.soc_b, self.soc_c):
+        for soc in (self.soc_a, self.soc_b, self.soc_c, self.soc_r):
             await ensure_topics(self.bootstrap, soc, self.partitions, self.settings.shards)
 
     async def run_producer(self, society: str, name: str, mem_key: str) -> dict[str, Any]:
@@ -800,6 +842,7 @@ class Bench:
     async def stage_latency(self) -> None:
         assert self.ds is not None
         res = self.run_info.latency
+        self.run_info.stage_started["latency"] = time.time()
         soc = self.soc_c
         sink = self.spawn_sink(soc, "sink latency")
         worker = self.spawn_role("streams", soc, "stream worker latency", window_seconds=1.0)
@@ -814,6 +857,99 @@ class Bench:
         self.children.stop(worker)
         self.children.stop(sink)
         err.print(f"  latency: p50 {fmt_s(res.p50)} s, p99 {fmt_s(res.p99)} s over {res.windows} windows")
+
+    # --- 7. replay ----------------------------------------------------------------------------------
+    async def stage_replay(self) -> None:
+        from replay.archive import read_archive
+        from replay.publisher import PublishStats, publish
+
+        assert self.ds is not None
+        st = self.stage("replay", "replay: read .jsonl.gz archive -> publish -> validate -> ClickHouse")
+        soc = self.soc_r
+        n = self.ds.events
+        window_us = int(self.settings.window_seconds * 1_000_000)
+        archive = self.tmp / "replay.jsonl.gz"
+        began = time.perf_counter()
+        types = await asyncio.to_thread(
+            write_replay_archive,
+            self.ds.files[self.soc_a],
+            archive,
+            society=self.soc_a,
+            origin_us=self.ds.origin_us - self.ds.origin_us % window_us,
+            last_window_us=(self.ds.end_us - 1) - (self.ds.end_us - 1) % window_us,
+            window_seconds=self.settings.window_seconds,
+        )
+        mix = ", ".join(f"{t} {c / max(1, n):.1%}" for t, c in types.most_common())
+        size = archive.stat().st_size
+        err.print(f"  replay: archive of {n:,} events, {size / MIB:,.0f} MiB, written in "
+                  f"{time.perf_counter() - began:.1f} s; mix {mix}")  # fmt: skip
+        sink = self.spawn_sink(soc, "sink replay")
+        worker = self.spawn_role("streams", soc, "stream worker replay")
+        try:
+            url = await self.wait_sink(soc, sink)
+            await self.probe(soc, self.ds.origin_us)
+            await self.wait_rows(url, 1, [sink, worker], 180.0)
+            err.print("  replay: sink and stream worker up (probe event stored)")
+            task = self.progress.add_task("7 replay", total=n)
+            gc.collect()
+            started = time.time()
+            header, events = read_archive(archive)
+            assert header is not None
+            publish_task = asyncio.create_task(
+                publish(
+                    events,
+                    bootstrap=self.bootstrap,
+                    society=soc,
+                    partitions=self.partitions,
+                    window_seconds=header.window_seconds or self.settings.window_seconds,
+                    origin_us=header.origin_us,
+                    last_window_us=header.last_window_us,
+                    speed=None,
+                    on_progress=lambda s: None,
+                )
+            )
+            rows_task = asyncio.create_task(
+                self.wait_rows(url, n + 1, [sink, worker], self.timeout(), task, 1)
+            )
+            try:
+                stats: PublishStats = await publish_task
+                published_at = time.time()
+                done_at = await rows_task
+            finally:
+                for t in (rows_task, publish_task):
+                    if not t.done():
+                        t.cancel()
+                        with contextlib.suppress(BaseException):
+                            await t
+            if stats.events != n:
+                raise RuntimeError(f"published {stats.events:,} of {n:,} events")
+            st.events = n
+            st.seconds = done_at - started
+            pub_s = published_at - started
+            st.note = (
+                f"start of reading the archive ({size / MIB:,.0f} MiB, streamed) -> N rows in ClickHouse; "
+                f"publisher alone (read + validate + send, acks=all) {pub_s:.1f} s = "
+                f"{stats.events / max(pub_s, 1e-9):,.0f} events/s, {stats.marks:,} marks; mix {mix}"
+            )
+            health_doc = await asyncio.to_thread(health, url)
+            if health_doc and int(health_doc["rows"].get("dead_letters", 0)):
+                st.note += f"; {health_doc['rows']['dead_letters']:,} dead letters"
+        finally:
+            self.children.stop(worker)
+            self.children.stop(sink)
+            with contextlib.suppress(OSError):
+                archive.unlink()
+        ok = replay_verdict(st)
+        verdict = "n/a" if ok is None else ("met" if ok else "NOT met")
+        err.print(f"  replay: {n:,} events in {st.seconds:.1f} s = {st.rate or 0:,.0f} events/s; "
+                  f"target {TARGET_REPLAY_EVENTS:,} in < {TARGET_REPLAY_S:.0f} s: {verdict}")  # fmt: skip
+
+
+def replay_verdict(st: Stage | None) -> bool | None:
+    """Whether the replay stage met 1,000,000 events in < 60 s (at its rate, when N is not 1,000,000)."""
+    if st is None or st.rate is None:
+        return None
+    return st.rate * TARGET_REPLAY_S > TARGET_REPLAY_EVENTS
 
 
 # --------------------------------------------------------------------------------------------- latency
@@ -1047,7 +1183,8 @@ def fmt_mib(v: int | None) -> str:
     return "-" if not v else f"{v / MIB:,.0f} MiB"
 
 
-STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e")
+STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e", "replay")
+STAGE_NUMBER = {"ceiling": 1, "producer": 2, "processor": 3, "sink": 4, "e2e": 5, "replay": 7}
 MEMORY_ROLES = ("worker", "sink", "producer", "broker")
 
 
@@ -1055,7 +1192,8 @@ def results_rows(run: Run) -> list[list[str]]:
     ceiling = run.stages.get("ceiling")
     c_rate = ceiling.rate if ceiling else None
     rows = []
-    for i, key in enumerate(STAGE_ORDER, start=1):
+    for key in STAGE_ORDER:
+        i = STAGE_NUMBER[key]
         st = run.stages.get(key)
         if st is None:
             continue
@@ -1079,6 +1217,15 @@ def targets(run: Run) -> list[list[str]]:
     def verdict(ok: bool | None) -> str:
         return "n/a" if ok is None else ("**met**" if ok else "**not met**")
 
+    replay = run.stages.get("replay")
+    replay_ok = replay_verdict(replay)
+    replay_measured = "-"
+    if replay is not None and replay.rate is not None:
+        replay_measured = (
+            f"{replay.events:,} events in {replay.seconds:.1f} s ({fmt_rate(replay.rate)} events/s)"
+        )
+        if replay.events != TARGET_REPLAY_EVENTS:
+            replay_measured += f"; at that rate 1,000,000 in {TARGET_REPLAY_EVENTS / replay.rate:.1f} s"
     rss_note = ""
     if n < 1_000_000:
         rss_note = f" (measured after {n:,} events, not 1,000,000{'; --quick' if run.quick else ''})"
@@ -1098,6 +1245,12 @@ def targets(run: Run) -> list[list[str]]:
             f"{fmt_mib(worker)}{rss_note}",
             verdict(None if not worker else worker < TARGET_WORKER_RSS)
             + (" (not at 1M)" if n < 1_000_000 and worker else ""),
+        ],
+        [
+            "replay 1,000,000 events end to end < 60 s",
+            replay_measured,
+            verdict(replay_ok)
+            + (" (not at 1M)" if replay is not None and replay.events != TARGET_REPLAY_EVENTS else ""),
         ],
     ]
 
@@ -1174,9 +1327,11 @@ def history_line(run: Run) -> str:
         return fmt_rate(st.rate if st else None)
 
     return (
-        f"| {run.started:%Y-%m-%d %H:%M} UTC | {run.events:,} | {rate('ceiling')} | {rate('producer')} | "
+        f"| {run.started:%Y-%m-%d %H:%M} UTC, code `{code_fingerprint(run.code)}`"
+        f"{' (changed during the run)' if run.code_changed else ''} | {run.events:,} | "
+        f"{rate('ceiling')} | {rate('producer')} | "
         f"{rate('processor')} | {rate('sink')} | {rate('e2e')} | {fmt_s(run.latency.p99)} | "
-        f"{fmt_mib(run.memory.peak.get('worker'))} | {run.load_before[0]:.2f} |"
+        f"{fmt_mib(run.memory.peak.get('worker'))} | {run.load_before[0]:.2f} | {rate('replay')} |"
     )
 
 
@@ -1244,13 +1399,21 @@ METHOD_TEXT = """\
   N pre-encoded events (keyed) and the watermarks: N / (last ack - first send).
 - 3 stream processor: one `python -m streams` worker started on the filled actions topic:
   N / (time the events topic holds all N events and forwarded marks - time its first record appeared),
-  read from fetch high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu). Includes the Faust
-  aggregator computing the metrics of every window closed, in the same process.
+  read from fetch high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu). The Faust aggregator
+  runs in the same process and competes with the processor for it; when it finishes the metrics of the
+  last window is reported in the note (it may lag behind the events).
 - 4 sink: `python -m sinks` started on the events topic of stage 3: N / (end of the insert that
   completed N rows - start of its first insert), from its `sink.flushed` log lines (and `/health`).
 - 5 end to end: fresh society; sink and stream worker started and warm (a probe event went all the way to
   ClickHouse); then the producer child sends N events (+ marks) at full speed:
   N / (time `/health` first shows N rows - first send).
+- 7 replay: the same N events sorted by `(occurred_at, event_id)` and written once (not timed) to a
+  `.jsonl.gz` archive in `replay.archive`'s format; fresh society, sink and stream worker warm as in 5;
+  then, in the benchmark process, `replay.archive.read_archive` streams the archive (gunzip, JSON, strict
+  validation into events) into `replay.publisher.publish(speed=None)` (the code `society replay` runs; it
+  re-addresses every event to the new society, sends it keyed by thread with `acks=all` and emits its own
+  watermarks): N / (time `/health` first shows N rows - start of reading). `society replay` itself first
+  loads and sorts the whole archive in memory; here it is streamed, already sorted.
 """
 
 NOISE_TEXT = """\
@@ -1269,6 +1432,23 @@ def _block(text: str, begin: str, end: str) -> str | None:
     if begin in text and end in text:
         return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
     return None
+
+
+def code_warning(run: Run) -> str:
+    """A warning naming the source files that changed while the benchmark ran, and when."""
+    starts = ", ".join(
+        f"{key} {datetime.fromtimestamp(t, UTC):%H:%M:%S}" for key, t in run.stage_started.items()
+    )
+    files = ", ".join(
+        f"`{p}` ({datetime.fromtimestamp(t, UTC):%H:%M:%S})" if t else f"`{p}` (deleted)"
+        for p, t in run.code_changed
+    )
+    return (
+        f"**Warning: source files changed while this run was going on** (other work on the repository): "
+        f"{files}. A child process runs the code as it was when the process started; stages started "
+        f"(UTC) at: {starts}. Figures of stages started before and after a change measure different "
+        "code.\n"
+    )
 
 
 def write_markdown(run: Run, path: Path) -> None:
@@ -1296,9 +1476,12 @@ def write_markdown(run: Run, path: Path) -> None:
         ["machine", f"nproc {m['nproc']}, {m['cpu']}, {m['ram']} RAM, {m['os']}"],
         ["software", f"Python {m['python']}, aiokafka {m['aiokafka']}, {broker}, chDB (embedded ClickHouse)"],
         ["events per stage", f"{run.events:,}" + (" (`--quick`)" if run.quick else "")],
+        ["code", f"`{code_fingerprint(run.code)}` (sha256 of {', '.join(CODE_DIRS)} sources at the start)"],
         ["load average (1/5/15 min)", f"before {loads(run.load_before)}; after {loads(run.load_after)}"],
     ]
     parts.append(md_table(["", ""], run_rows) + "\n")
+    if run.code_changed:
+        parts.append(code_warning(run))
     parts.append("## Throughput\n")
     header = ["#", "stage", "events", "seconds", "events/s", "x raw ceiling", "what exactly"]
     parts.append(md_table(header, results_rows(run)) + "\n")
@@ -1381,7 +1564,7 @@ def write_markdown(run: Run, path: Path) -> None:
     history = [*old_history, history_line(run)][-20:]
     hist_header = [
         "date", "events", "ceiling/s", "producer/s", "processor/s", "sink/s", "e2e/s", "latency p99 s",
-        "worker peak RSS", "load 1 min",
+        "worker peak RSS", "load 1 min", "replay/s",
     ]  # fmt: skip
     parts.append("## History\n")
     parts.append("One line per run that wrote this file, newest last.\n")
@@ -1405,7 +1588,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="200,000 events instead of 1,000,000")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of the latency run")
     parser.add_argument(
-        "--output", type=Path, default=REPO / "BENCHMARKS.md", help="Markdown report to write"
+        "--output",
+        type=Path,
+        default=None,
+        help="Markdown report to write (default BENCHMARKS.md; not written by default with --skip)",
     )
     parser.add_argument("--no-write", action="store_true", help="print only, do not write the report")
     parser.add_argument("--profile", action="store_true", help="py-spy the stream worker during stage 3")
@@ -1415,7 +1601,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--skip",
         nargs="*",
         default=[],
-        choices=["producer", "ceiling", "processor", "sink", "e2e", "latency"],
+        choices=["producer", "ceiling", "processor", "sink", "e2e", "latency", "replay"],
     )
     args = parser.parse_args(argv)
     if args.events is None:
@@ -1440,6 +1626,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         machine=machine_info(),
         load_before=os.getloadavg(),
+        code=code_state(),
     )
     bench = Bench(args, run)
     run.machine["partitions"] = str(bench.partitions)
@@ -1452,10 +1639,25 @@ def main(argv: list[str] | None = None) -> int:
         err.print("interrupted")
         return 130
     run.load_after = os.getloadavg()
+    end_state = code_state()
+    run.code_changed = sorted(
+        (path, mtime)
+        for path, (digest, mtime) in end_state.items()
+        if run.code.get(path, ("", 0.0))[0] != digest
+    )
+    run.code_changed += [(path, 0.0) for path in sorted(set(run.code) - set(end_state))]
+    if run.code_changed:
+        err.print(
+            "[yellow]warning:[/yellow] source files changed during the run: "
+            + ", ".join(p for p, _ in run.code_changed)
+        )
     print_table(run)
-    if not args.no_write:
-        write_markdown(run, args.output)
-        err.print(f"wrote {args.output}")
+    if args.output is None and args.skip:
+        err.print("--skip: BENCHMARKS.md left as it is (give --output to write a partial report)")
+    elif not args.no_write:
+        output = args.output or REPO / "BENCHMARKS.md"
+        write_markdown(run, output)
+        err.print(f"wrote {output}")
     failed = [s.key for s in run.stages.values() if s.error] + (["latency"] if run.latency.error else [])
     return 1 if failed else 0
 
