@@ -12,8 +12,8 @@ Stages (all in one run, on one broker, so their ratios compare like with like):
 6. latency at 1,000 events/s with 1-s windows: window end -> ``events_total`` row in ClickHouse;
 7. replay: the N events, sorted by event time, written once to a ``.jsonl.gz`` archive (not timed); a fresh
    society's sink + worker running and warm as in 5; then ``society replay``'s path, the archive read
-   (``replay.archive.read_archive``, streaming) and ``replay.publisher.publish`` at full speed, from the
-   start of reading until ``/health`` reports N rows in ClickHouse.
+   (``replay.archive.read_jsonl_docs``, streaming; the stream worker validates) and
+   ``replay.publisher.publish`` at full speed, from the start of reading until ``/health`` reports N rows in ClickHouse.
 
 Results are printed as a table and written to BENCHMARKS.md (``--output``). Progress goes to stderr.
 """
@@ -860,7 +860,7 @@ class Bench:
 
     # --- 7. replay ----------------------------------------------------------------------------------
     async def stage_replay(self) -> None:
-        from replay.archive import read_archive
+        from replay.archive import read_jsonl_docs
         from replay.publisher import PublishStats, publish
 
         assert self.ds is not None
@@ -893,7 +893,7 @@ class Bench:
             task = self.progress.add_task("7 replay", total=n)
             gc.collect()
             started = time.time()
-            header, events = read_archive(archive)
+            header, events = read_jsonl_docs(archive)
             assert header is not None
             publish_task = asyncio.create_task(
                 publish(
@@ -1409,8 +1409,9 @@ METHOD_TEXT = """\
   N / (time `/health` first shows N rows - first send).
 - 7 replay: the same N events sorted by `(occurred_at, event_id)` and written once (not timed) to a
   `.jsonl.gz` archive in `replay.archive`'s format; fresh society, sink and stream worker warm as in 5;
-  then, in the benchmark process, `replay.archive.read_archive` streams the archive (gunzip, JSON, strict
-  validation into events) into `replay.publisher.publish(speed=None)` (the code `society replay` runs; it
+  then, in the benchmark process, `replay.archive.read_jsonl_docs` streams the archive (gunzip, JSON;
+  events are validated by the stream worker, as in `society replay`) into
+  `replay.publisher.publish(speed=None)` (the code `society replay` runs; it
   re-addresses every event to the new society, sends it keyed by thread with `acks=all` and emits its own
   watermarks): N / (time `/health` first shows N rows - start of reading). `society replay` itself first
   loads and sorts the whole archive in memory; here it is streamed, already sorted.

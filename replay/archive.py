@@ -52,6 +52,36 @@ def write_jsonl(path: Path, header: ArchiveHeader, events: Iterable[Event]) -> i
     return n
 
 
+def read_jsonl_docs(path: Path) -> tuple[ArchiveHeader | None, Iterator[dict[str, Any]]]:
+    """Header and events of a JSON Lines archive as wire-form dicts, not validated here.
+
+    The replay hot path: every event is validated by the stream processor it is published to.
+    """
+    opener: Any = gzip.open if path.suffix == ".gz" else open
+    f = opener(path, "rb")
+    first = f.readline()
+    header: ArchiveHeader | None = None
+    pending: list[bytes] = []
+    if first.strip():
+        doc = orjson.loads(first)
+        if isinstance(doc, dict) and "archive" in doc:
+            header = ArchiveHeader(**doc["archive"])
+        else:
+            pending.append(first)
+
+    def docs() -> Iterator[dict[str, Any]]:
+        try:
+            for line in pending:
+                yield orjson.loads(line)
+            for line in f:
+                if line.strip():
+                    yield orjson.loads(line)
+        finally:
+            f.close()
+
+    return header, docs()
+
+
 def read_jsonl(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
     """The header (None for a plain event log) and the events of a JSON Lines archive."""
     opener: Any = gzip.open if path.suffix == ".gz" else open

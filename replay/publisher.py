@@ -16,15 +16,18 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import murmur2
 
 from schemas import control
-from schemas.events import Event, partition_key
+from schemas.events import Event, partition_key_of
 from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
 from schemas.wire import event_to_dict
+from streams.batch_out import BatchOut
 
 MARK_EVERY = 2_000
 PRODUCER = "replay"
@@ -39,8 +42,15 @@ class PublishStats:
     seconds: float = 0.0
 
 
+def _wire(ev: Event | dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The wire dict of an event and its time in microseconds."""
+    if isinstance(ev, dict):
+        return ev, control.to_us(datetime.fromisoformat(ev["occurred_at"]))
+    return event_to_dict(ev), control.to_us(ev.occurred_at)
+
+
 async def publish(
-    events: Iterable[Event],
+    events: Iterable[Event | dict[str, Any]],
     *,
     bootstrap: str,
     society: str,
@@ -71,6 +81,9 @@ async def publish(
     stats = PublishStats()
     began = time.monotonic()
     pending: list[Awaitable[Any]] = []
+    # records go straight into per-partition batches, partitioned like the default partitioner (murmur2),
+    # so a fork's copied threads land where the live agents' later actions on them will
+    outs = [BatchOut(producer, topic, q) for q in range(partitions)]
     origin = origin_us
     tick = 0
 
@@ -82,17 +95,22 @@ async def publish(
         )
         tick += 1
         stats.marks += 1
-        for q in range(partitions):
-            pending.append(
-                await producer.send(topic, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
-            )
+        for out in outs:
+            await out.append(None, raw, [(HEADER_KIND, KIND_WATERMARK)])
+
+    async def flush() -> None:
+        for out in outs:
+            await out.flush()
+            pending.extend(out.futures)
+            out.futures.clear()
+        await asyncio.gather(*pending)
+        pending.clear()
 
     try:
         since_mark = 0
         current_window: int | None = None
         for ev in events:
-            d = event_to_dict(ev)
-            us = control.to_us(ev.occurred_at)
+            d, us = _wire(ev)
             if stats.last_us is not None and us < stats.last_us:
                 raise ValueError(f"events are not in event-time order at {d['event_id']}")
             if stats.first_us is None:
@@ -103,9 +121,8 @@ async def publish(
             if speed is not None:
                 ahead = (us - stats.first_us) / 1e6 / speed - (time.monotonic() - began)
                 if ahead > 0:
-                    await asyncio.gather(*pending)
-                    pending.clear()
                     await mark(us)
+                    await flush()
                     await asyncio.sleep(ahead)
             window = us - us % window_us
             if current_window is not None and (window != current_window or since_mark >= MARK_EVERY):
@@ -113,13 +130,13 @@ async def publish(
                 since_mark = 0
             current_window = window
             d["society"] = society
-            pending.append(await producer.send(topic, orjson.dumps(d), key=partition_key(ev).encode()))
+            key = partition_key_of(d).encode()
+            await outs[(murmur2(key) & 0x7FFFFFFF) % partitions].append(key, orjson.dumps(d), [])
             stats.events += 1
             stats.last_us = us
             since_mark += 1
-            if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
+            if stats.events % 20_000 == 0:
+                await flush()
                 stats.seconds = time.monotonic() - began
                 on_progress(stats)
         if handoff is not None:
@@ -127,18 +144,16 @@ async def publish(
             if origin is None:
                 origin = wm - wm % window_us
             raw = control.dumps(control.watermark(PRODUCER, successors, wm, last_tick, origin, handoff=True))
-            for q in range(partitions):
-                pending.append(
-                    await producer.send(topic, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
-                )
-            await asyncio.gather(*pending)
+            for out in outs:
+                await out.append(None, raw, [(HEADER_KIND, KIND_WATERMARK)])
+            await flush()
             stats.seconds = time.monotonic() - began
             return stats
         if origin is None:  # nothing to replay
             return stats
         end = (last_window_us + 1) if last_window_us is not None else (stats.last_us or origin) + 1
         await mark(max(end, (stats.last_us or origin) + 1), final=True)
-        await asyncio.gather(*pending)
+        await flush()
         stats.seconds = time.monotonic() - began
         on_progress(stats)
         return stats

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from replay.archive import ArchiveHeader, is_archive, read_archive
+from replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
 from replay.publisher import PublishStats, publish
 from schemas.control import to_us
 from schemas.events import Event
@@ -23,30 +23,40 @@ from society.stack import LocalStack
 @dataclass
 class Source:
     header: ArchiveHeader | None
-    events: list[Event]
+    events: list[Event] | list[dict[str, Any]]  # models from importers, wire dicts from archives
     report: Any = None  # importers.ImportReport for dumps
+
+
+def _us(ev: Event | dict[str, Any]) -> int:
+    if isinstance(ev, dict):
+        return to_us(datetime.fromisoformat(ev["occurred_at"]))
+    return to_us(ev.occurred_at)
+
+
+def _eid(ev: Event | dict[str, Any]) -> str:
+    return str(ev["event_id"]) if isinstance(ev, dict) else str(ev.event_id)
 
 
 def load_source(path: Path, *, since: datetime | None = None, until: datetime | None = None) -> Source:
     """Events of an archive or of a MoltBook dump (through the importers), sorted, within [since, until)."""
-    if path.is_file() and is_archive(path):
+    events: list[Any]
+    if path.is_file() and path.name.endswith((".jsonl", ".jsonl.gz")):
+        # the fast path: wire dicts, validated by the stream workers they are published to
+        header, docs = read_jsonl_docs(path)
+        events, report = list(docs), None
+    elif path.is_file() and is_archive(path):
         header, it = read_archive(path)
-        events = list(it)
-        report = None
+        events, report = list(it), None
     else:
         from importers import import_path
 
         result = import_path(path, society="import")
-        header, events, report = None, result.events, result.report
-    events.sort(key=lambda e: (e.occurred_at, str(e.event_id)))
+        header, events, report = None, list(result.events), result.report
+    events.sort(key=lambda e: (_us(e), _eid(e)))
     if since is not None or until is not None:
         lo = to_us(since) if since else None
         hi = to_us(until) if until else None
-        events = [
-            e
-            for e in events
-            if (lo is None or to_us(e.occurred_at) >= lo) and (hi is None or to_us(e.occurred_at) < hi)
-        ]
+        events = [e for e in events if (lo is None or _us(e) >= lo) and (hi is None or _us(e) < hi)]
         if header is not None:  # a sub-range has its own span
             header = ArchiveHeader(
                 society=header.society, events=len(events), window_seconds=header.window_seconds

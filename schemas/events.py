@@ -232,6 +232,18 @@ def partition_key(event: Event) -> str:
     return f"agent:{event.actor}"
 
 
+def partition_key_of(doc: dict[str, object]) -> str:
+    """``partition_key`` of an event in wire form (a dict), without building the model."""
+    body = doc.get("body")
+    etype = doc.get("type")
+    if isinstance(body, dict):
+        if etype in THREAD_TYPES:
+            return str(body["post_id"])
+        if etype == "submolt_created":
+            return f"submolt:{body['submolt']}"
+    return f"agent:{doc['actor']}"
+
+
 def format_time(value: datetime) -> str:
     """ISO 8601 UTC with microseconds and a ``Z``: the wire format of every timestamp."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -41,6 +41,7 @@ from schemas.topics import (
 from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
+from streams.batch_out import BatchOut
 from streams.partition_state import Accepted, PartitionState, Rejected
 
 log = get_logger(__name__)
@@ -49,34 +50,6 @@ log = get_logger(__name__)
 def is_watermark(headers: Any) -> bool:
     """True when a record is a watermark control record."""
     return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
-
-
-class _BatchOut:
-    """Accepted events (and forwarded watermarks) of one partition, appended to producer batches.
-
-    Building record batches directly skips the producer's per-message path, which is most of the cost of
-    republishing; batches are submitted in order, so the partition keeps the order of the actions.
-    """
-
-    def __init__(self, producer: AIOKafkaProducer, topic: str, partition: int) -> None:
-        self.producer = producer
-        self.topic = topic
-        self.partition = partition
-        self.batch = producer.create_batch()
-        self.futures: list[Awaitable[Any]] = []
-
-    async def append(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        if self.batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-            await self.flush()
-            if self.batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                raise ValueError(f"record of {len(value)} bytes does not fit in a producer batch")
-
-    async def flush(self) -> None:
-        if self.batch.record_count() > 0:
-            self.futures.append(
-                await self.producer.send_batch(self.batch, self.topic, partition=self.partition)
-            )
-            self.batch = self.producer.create_batch()
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -239,7 +212,7 @@ class ActionProcessor:
             if state is None:  # revoked while fetching
                 continue
             q = tp.partition
-            out = _BatchOut(producer, self.t_events, q)
+            out = BatchOut(producer, self.t_events, q)
             for rec in records:
                 if is_watermark(rec.headers):
                     try:
