@@ -13,7 +13,8 @@ Stages (all in one run, on one broker, so their ratios compare like with like):
 7. replay: the N events, sorted by event time, written once to a ``.jsonl.gz`` archive (not timed); a fresh
    society's sink + worker running and warm as in 5; then ``society replay``'s path, the archive read
    (``replay.archive.read_jsonl_docs``, streaming; the stream worker validates) and
-   ``replay.publisher.publish`` at full speed, from the start of reading until ``/health`` reports N rows in ClickHouse.
+   ``replay.publisher.publish`` at full speed, from the start of reading until ``/health`` reports N rows
+   in ClickHouse.
 
 Results are printed as a table and written to BENCHMARKS.md (``--output``). Progress goes to stderr.
 """
