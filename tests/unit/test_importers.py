@@ -6,6 +6,8 @@ importer, and compared with what the importer's events say.
 
 from __future__ import annotations
 
+import os
+
 import csv
 import json
 import shutil
@@ -21,7 +23,12 @@ from schemas import events as E
 from schemas.wire import decode_event, encode_event
 from streams.partition_state import Accepted, PartitionState
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
+DATA = Path(
+    os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
+)
+# CI has shared/ beside the clone: there a missing sample folder is a failure, not a skip.
+if os.environ.get("CI") and not DATA.is_dir():
+    raise RuntimeError(f"MoltBook samples not found at {DATA} (set MOLTBOOK_DATA)")
 VIYERCAL = DATA / "api-samples" / "viyercal-moltbook_safety"
 SUSHANT = DATA / "api-samples" / "SushantGautam-moltbook-observatory"
 KELKALOT = DATA / "api-samples" / "kelkalot-moltbook-observatory" / "sample_data"
