@@ -6,10 +6,9 @@ importer, and compared with what the importer's events say.
 
 from __future__ import annotations
 
-import os
-
 import csv
 import json
+import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass
