@@ -83,30 +83,9 @@ def read_jsonl_docs(path: Path) -> tuple[ArchiveHeader | None, Iterator[dict[str
 
 
 def read_jsonl(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
-    """The header (None for a plain event log) and the events of a JSON Lines archive."""
-    opener: Any = gzip.open if path.suffix == ".gz" else open
-    f = opener(path, "rb")
-    first = f.readline()
-    header: ArchiveHeader | None = None
-    pending: list[bytes] = []
-    if first.strip():
-        doc = orjson.loads(first)
-        if isinstance(doc, dict) and "archive" in doc:
-            header = ArchiveHeader(**doc["archive"])
-        else:
-            pending.append(first)
-
-    def events() -> Iterator[Event]:
-        try:
-            for line in pending:
-                yield _event_from_doc(orjson.loads(line))
-            for line in f:
-                if line.strip():
-                    yield _event_from_doc(orjson.loads(line))
-        finally:
-            f.close()
-
-    return header, events()
+    """The header (None for a plain event log) and the validated events of a JSON Lines archive."""
+    header, docs = read_jsonl_docs(path)
+    return header, (_event_from_doc(d) for d in docs)
 
 
 _COLUMNS = ("event_id", "type", "schema_version", "society", "actor", "occurred_at", "causation_id", "body")
