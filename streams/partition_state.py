@@ -247,48 +247,36 @@ class PartitionState:
             touched = t.post_id
             if parent_author is not None and actor != parent_author:
                 edge = (actor, parent_author)  # interaction graph: commenter -> replied-to author
-        elif isinstance(body, VoteTalliedBody):
+        elif isinstance(body, VoteCastBody | VoteTalliedBody):
+            # individual votes and imported vote counts: same thread checks, same effect on the score
+            tally = isinstance(body, VoteTalliedBody)
             thread = self.threads.get(body.post_id)
             if thread is None:
-                return self._missing_thread("vote tally in", body.post_id)
+                return self._missing_thread("vote tally in" if tally else "vote in", body.post_id)
             t = thread
             if self._idle_too_long(t, occurred):
                 return self._missing_thread("event in", body.post_id)
             if body.target_type == "comment" and body.target_id not in t.comments:
                 self.rejected += 1
                 return Rejected(
-                    f"vote tally of comment {body.target_id}, which does not exist in post {body.post_id}",
+                    f"{'vote tally of' if tally else 'vote on'} comment {body.target_id}, "
+                    f"which does not exist in post {body.post_id}",
                     "unknown_target",
                 )
-            if eid in t.event_ids:
-                return self._dup(eid)
-            t.event_ids.add(eid)
-            if body.target_type == "post":
-                t.score += body.upvotes - body.downvotes
-                t.cached_item = None
-                self.dirty_submolts.add(t.submolt)
-        elif isinstance(body, VoteCastBody):
-            thread = self.threads.get(body.post_id)
-            if thread is None:
-                return self._missing_thread("vote in", body.post_id)
-            t = thread
-            if self._idle_too_long(t, occurred):
-                return self._missing_thread("event in", body.post_id)
-            if body.target_type == "comment" and body.target_id not in t.comments:
-                self.rejected += 1
-                return Rejected(
-                    f"vote on comment {body.target_id}, which does not exist in post {body.post_id}",
-                    "unknown_target",
-                )
-            if body.target_type == "post" and body.target_id != body.post_id:
+            if not tally and body.target_type == "post" and body.target_id != body.post_id:
                 self.rejected += 1
                 return Rejected("a post vote's target_id must equal its post_id", "bad_target")
             if eid in t.event_ids:
                 return self._dup(eid)
             t.event_ids.add(eid)
-            t.last_us = max(t.last_us, occurred)
+            delta: int
+            if isinstance(body, VoteCastBody):
+                t.last_us = max(t.last_us, occurred)
+                delta = body.value
+            else:
+                delta = body.upvotes - body.downvotes
             if body.target_type == "post":
-                t.score += body.value
+                t.score += delta
                 t.cached_item = None
                 self.dirty_submolts.add(t.submolt)
         else:
