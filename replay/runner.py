@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
+from replay.progress import ProgressFile, progress_path
 from replay.publisher import PublishStats, publish
 from schemas.control import to_us
 from schemas.events import Event
@@ -71,6 +72,8 @@ def replay_source(
     society: str,
     speed: float | None,
     console: Console | None = None,
+    dashboard: bool = False,
+    source_name: str | None = None,
 ) -> PublishStats:
     """Replay ``source`` into a new society on the local stack; returns what was published."""
     console = console or Console()
@@ -89,13 +92,19 @@ def replay_source(
         console=console,
     )
     try:
-        stack.start(agents=False)
+        stack.start(agents=False, dashboard=dashboard)
         stack.sink_url()
+        if dashboard:
+            url = stack.dashboard_url()
+            console.print(f"[bold]dashboard[/bold] {url}" if url else "the dashboard did not start")
+        progress_file = ProgressFile(progress_path(settings.state_dir, society), total, source_name)
         with progress:
             task = progress.add_task("replay", total=total, rate=0.0)
 
             def on_progress(s: PublishStats) -> None:
-                progress.update(task, completed=s.events, rate=s.events / max(s.seconds, 1e-6))
+                rate = s.events / max(s.seconds, 1e-6)
+                progress.update(task, completed=s.events, rate=rate)
+                progress_file.update(s.events, rate)
 
             stats = asyncio.run(
                 publish(
@@ -116,6 +125,7 @@ def replay_source(
                 if last is None:
                     last = stats.last_us - stats.last_us % window_us
                 asyncio.run(wait_drained(society, last, stack))
+            progress_file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
         return stats
     finally:
         stack.stop()

@@ -47,6 +47,9 @@ def main() -> None:
 @click.option("--agent-workers", type=int, default=None)
 @click.option("--from", "fork_from", help="start from the history of this society (fork or resume)")
 @click.option("--at", "fork_at", help="with --from: fork at this event time (default: where it stopped)")
+@click.option(
+    "--dashboard/--no-dashboard", default=True, show_default=True, help="serve the live web dashboard"
+)
 def run(
     name: str | None,
     agents: int | None,
@@ -60,6 +63,7 @@ def run(
     agent_workers: int | None,
     fork_from: str | None,
     fork_at: str | None,
+    dashboard: bool,
 ) -> None:
     """Run a society of N agents for a duration on the local stack, with live figures.
 
@@ -93,12 +97,14 @@ def run(
         console=console,
         fork_from=fork_from,
         fork_at=_parse_time(fork_at),
+        dashboard=dashboard,
     )
     console.print()
     console.print(
         f"[bold green]done[/bold green]: society [bold]{society}[/bold], {summary['ticks']:,} ticks, "
         f"{summary['events']:,} events in {summary['seconds']:.1f} s. Query it with: "
-        f"society sql \"SELECT type, count() FROM events WHERE society = '{society}' GROUP BY type\""
+        f"society sql \"SELECT type, count() FROM events WHERE society = '{society}' GROUP BY type\"; "
+        f"look at it with: society dashboard --society {society}"
     )
 
 
@@ -184,7 +190,12 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
 @click.option("--speed", default="max", show_default=True, help="max, realtime, or a factor such as 60x")
 @click.option("--since", help="first event time to replay (ISO 8601 with a zone)")
 @click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
-def replay(source: Path, name: str | None, speed: str, since: str | None, until: str | None) -> None:
+@click.option(
+    "--dashboard/--no-dashboard", default=True, show_default=True, help="serve the live web dashboard"
+)
+def replay(
+    source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
+) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
     from replay.runner import load_source, replay_source
 
@@ -196,11 +207,54 @@ def replay(source: Path, name: str | None, speed: str, since: str | None, until:
     if not src.events:
         raise click.ClickException(f"{source}: no events to replay")
     society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
-    stats = replay_source(s, src, society=society, speed=factor, console=console)
+    stats = replay_source(
+        s, src, society=society, speed=factor, console=console, dashboard=dashboard, source_name=source.name
+    )
     console.print(
         f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
         f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s published)"
     )
+
+
+@main.command()
+@click.option(
+    "--society", "name", help="the society to show (default: the running stack's, else SOCIETY_SOCIETY)"
+)
+@click.option("--host", help="address to listen on (default SOCIETY_DASHBOARD_HOST, 127.0.0.1)")
+@click.option("--port", type=int, help="port (default SOCIETY_DASHBOARD_PORT, 8765; 0 picks a free one)")
+@click.option(
+    "--bootstrap", help="Kafka bootstrap for consumer lag (default: KAFKA_BOOTSTRAP or the stack's)"
+)
+def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: str | None) -> None:
+    """Serve the live web dashboard of a society (running, replaying or stored) until Ctrl-C."""
+    import asyncio
+
+    from dashboard.__main__ import run as serve_dashboard
+    from dashboard.panels import BadSocietyName, check_society_name
+
+    s = _settings(dashboard_host=host, dashboard_port=port)
+    stack_state: dict[str, Any] = {}
+    path = s.state_dir / "stack.json"
+    if path.exists():
+        try:
+            stack_state = json.loads(path.read_text())
+        except ValueError:
+            stack_state = {}
+    society = name or stack_state.get("society") or s.society
+    try:
+        check_society_name(society)
+    except BadSocietyName as exc:
+        raise click.BadParameter(str(exc), param_hint="--society") from None
+    bootstrap = bootstrap or s.kafka_bootstrap or stack_state.get("bootstrap")
+    configure_logging("info", s.log_json)
+    console.print(
+        f"dashboard of society [bold]{society}[/bold] (ClickHouse {s.clickhouse_url}; broker "
+        f"{bootstrap or 'not watched'}); its URL follows. Ctrl-C stops it."
+    )
+    try:
+        asyncio.run(serve_dashboard(s, society, bootstrap))
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve the dashboard: {exc}") from None
 
 
 @main.command()

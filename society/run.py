@@ -292,6 +292,7 @@ def run_society(
     console: Console | None = None,
     fork_from: str | None = None,
     fork_at: datetime | None = None,
+    dashboard: bool = False,
 ) -> dict[str, Any]:
     """Run a society on the local stack and return a summary; the stack is stopped afterwards.
 
@@ -309,9 +310,16 @@ def run_society(
         f"ClickHouse {settings.clickhouse_url}"
     )
     try:
-        stack.start()
+        stack.start(dashboard=dashboard)
         save_config(settings, society)
         console.print(f"broker {stack.bootstrap}; logs in {stack.run_dir}")
+        if dashboard:
+            url = stack.dashboard_url()
+            console.print(
+                f"[bold]dashboard[/bold] {url}"
+                if url
+                else f"the dashboard did not start; see {stack.run_dir}"
+            )
         start_tick = 0
         if fork_from is not None and point is not None:
             stack.sink_url()

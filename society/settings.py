@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     sink_batch_seconds: float = Field(default=0.5, gt=0)
     sink_http_port: int = Field(default=0, ge=0, le=65535, description="0 picks a free loopback port")
 
+    # --- dashboard ----------------------------------------------------------------------------
+    dashboard_host: str = Field(default="127.0.0.1", description="address the web dashboard listens on")
+    dashboard_port: int = Field(default=8765, ge=0, le=65535, description="0 picks a free port")
+    dashboard_refresh_seconds: float = Field(default=2.0, gt=0, le=300, description="panel refresh interval")
+
     # --- processes ----------------------------------------------------------------------------
     stream_workers: int = Field(default=1, ge=1)
     agent_workers: int = Field(default=1, ge=1)

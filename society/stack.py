@@ -9,6 +9,7 @@ Python process configured through the same environment variables as ``Settings``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -63,7 +64,7 @@ class LocalStack:
     def run_dir(self) -> Path:
         return self.settings.state_dir / self.society
 
-    def start(self, *, agents: bool = True) -> None:
+    def start(self, *, agents: bool = True, dashboard: bool = False) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.settings.kafka_bootstrap:
             self.bootstrap = self.settings.kafka_bootstrap
@@ -79,10 +80,14 @@ class LocalStack:
         if agents:
             for _ in range(self.agent_workers):
                 self.spawn("agents")
+        if dashboard:
+            with contextlib.suppress(FileNotFoundError):
+                (self.run_dir / "dashboard.json").unlink()
+            self.spawn("dashboard")
         self.write_state()
 
     def spawn(self, role: str) -> Child:
-        """Start one more process of ``role`` (sink, streams or agents)."""
+        """Start one more process of ``role`` (sinks, streams, agents or dashboard)."""
         n = sum(1 for c in self.children if c.role == role)
         log_path = self.run_dir / f"{role}-{n}.log"
         argv = [sys.executable, "-m", role, "--society", self.society, "--bootstrap", self.bootstrap]
@@ -125,8 +130,25 @@ class LocalStack:
             time.sleep(0.1)
         raise TimeoutError(f"the sink did not come up within {timeout:.0f} s")
 
+    def dashboard_url(self, timeout: float = 30.0) -> str | None:
+        """The dashboard's URL once it listens (None if the stack has no dashboard or it failed)."""
+        child = next((c for c in self.children if c.role == "dashboard"), None)
+        if child is None:
+            return None
+        path = self.run_dir / "dashboard.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists():
+                with contextlib.suppress(ValueError, KeyError, OSError):
+                    return str(json.loads(path.read_text())["url"])
+            if child.process.poll() is not None:
+                return None
+            time.sleep(0.1)
+        return None
+
     def dead_children(self) -> list[Child]:
-        return [c for c in self.children if c.process.poll() is not None]
+        """Pipeline processes that exited (the dashboard is not one: the society runs on without it)."""
+        return [c for c in self.children if c.role != "dashboard" and c.process.poll() is not None]
 
     def stop_role(self, role: str, timeout: float = 30.0) -> None:
         procs = [c.process for c in self.children if c.role == role and c.process.poll() is None]
@@ -141,8 +163,8 @@ class LocalStack:
                 p.wait()
 
     def stop(self) -> None:
-        """Stop agents, then stream workers, then the sink (which flushes), then the broker."""
-        for role in ("agents", "streams", "sinks"):
+        """Stop the dashboard, agents, stream workers, the sink (which flushes), then the broker."""
+        for role in ("dashboard", "agents", "streams", "sinks"):
             self.stop_role(role)
         if self.broker is not None:
             self.broker.stop()

@@ -1,0 +1,290 @@
+"""The dashboard's panels: each one a title, what it shows, and the ClickHouse SQL behind it.
+
+Every figure on the page comes from one of these queries (a user can paste any of them into
+``society sql``; the page shows them on request) or, for the health panel, from the broker and the sink.
+The SQL is written once here and used by the web dashboard and by the Grafana dashboard generated from
+it (``python -m dashboard.grafana``), so the two show the same numbers.
+
+The only value ever substituted into the SQL is the society name, and only after it passed
+``check_society_name`` (the operator's own input, never agent-written text). Agent-written text (titles,
+bodies, agent names, submolt names, dead-letter reasons) only travels as data in the results.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SOCIETY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,120}$")
+
+
+class BadSocietyName(ValueError):
+    """The society name is not a valid topic-name fragment."""
+
+
+def check_society_name(name: str) -> str:
+    if not SOCIETY_NAME.fullmatch(name):
+        raise BadSocietyName(
+            f"invalid society name {name!r}: use letters, digits, '_', '.' and '-' (at most 121 characters)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Query:
+    """One named query of a panel; ``{society}`` stands for the quoted society name."""
+
+    name: str
+    sql: str
+
+    def render(self, society: str) -> str:
+        return self.sql.replace("{society}", f"'{check_society_name(society)}'").strip()
+
+
+@dataclass(frozen=True)
+class Panel:
+    id: str
+    title: str
+    description: str
+    queries: tuple[Query, ...]
+    extra_sources: tuple[str, ...] = field(default_factory=tuple)
+
+    def query(self, name: str) -> Query:
+        return next(q for q in self.queries if q.name == name)
+
+
+def _latest(metric: str) -> str:
+    """SQL for the start of the newest window that has ``metric``."""
+    return f"(SELECT max(window_start) FROM metrics WHERE society = {{society}} AND metric = '{metric}')"
+
+
+# Reddit's hot rank, as the stream processor ranks feeds (streams/feeds.py): a constant epoch offset and
+# one order of magnitude of net votes per 12.5 h of recency.
+_HOT_POSTS = """
+SELECT
+    post_id,
+    anyIf(title, type = 'post_created')             AS title,
+    anyIf(actor, type = 'post_created')             AS author,
+    anyIf(submolt, type = 'post_created')           AS submolt,
+    minIf(occurred_at, type = 'post_created')       AS created_at,
+    countIf(type = 'comment_created')               AS comments,
+    sumIf(toInt64(vote), type = 'vote_cast' AND target_type = 'post' AND target_id = post_id)
+      + sumIf(JSONExtractInt(body, 'upvotes') - JSONExtractInt(body, 'downvotes'),
+              type = 'vote_tallied' AND target_type = 'post' AND target_id = post_id) AS score,
+    round(sign(score) * log10(greatest(abs(score), 1))
+          + (toUnixTimestamp64Micro(created_at) / 1e6 - 1134028003) / 45000, 4) AS hot
+FROM events
+WHERE society = {society}
+  AND type IN ('post_created', 'comment_created', 'vote_cast', 'vote_tallied')
+  AND post_id IN (
+      SELECT post_id FROM events
+      WHERE society = {society} AND type = 'post_created'
+        AND occurred_at >= (SELECT max(occurred_at) FROM events WHERE society = {society}) - INTERVAL 1 DAY)
+GROUP BY post_id
+HAVING countIf(type = 'post_created') > 0
+ORDER BY hot DESC, post_id
+LIMIT 8
+"""
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "activity",
+        "Activity",
+        "Events stored per second by type (sink insert time, last 2 minutes); active and new agents per "
+        "event-time window.",
+        (
+            Query(
+                "rate",
+                """
+SELECT toUnixTimestamp(toStartOfSecond(_inserted_at)) AS second, type, count() AS events
+FROM events
+WHERE society = {society} AND _inserted_at >= now64(3) - INTERVAL 120 SECOND
+GROUP BY second, type
+ORDER BY second, type
+""",
+            ),
+            Query(
+                "totals",
+                """
+SELECT count() AS events, uniqExact(actor) AS agents, countIf(type = 'post_created') AS posts,
+       countIf(type = 'comment_created') AS comments, countIf(type = 'vote_cast') AS votes,
+       max(occurred_at) AS society_time
+FROM events
+WHERE society = {society}
+""",
+            ),
+            Query(
+                "windows",
+                """
+SELECT toUnixTimestamp(window_start) AS t, metric, value
+FROM metrics FINAL
+WHERE society = {society} AND metric IN ('active_agents', 'new_agents', 'events_total')
+ORDER BY t DESC, metric
+LIMIT 600
+""",
+            ),
+        ),
+    ),
+    Panel(
+        "threads",
+        "Threads",
+        "Reply-depth distribution of every post at the newest window's end (depth 0 = no comment); share "
+        "of posts without a comment and mean depth per window.",
+        (
+            Query(
+                "depth",
+                f"""
+SELECT toUInt32(dim) AS depth, value AS posts
+FROM metrics FINAL
+WHERE society = {{society}} AND metric = 'depth_hist' AND window_start = {_latest("depth_hist")}
+ORDER BY depth
+""",
+            ),
+            Query(
+                "series",
+                """
+SELECT toUnixTimestamp(window_start) AS t, metric, dim, value
+FROM metrics FINAL
+WHERE society = {society} AND metric IN ('share_no_comment', 'mean_depth')
+ORDER BY t DESC, metric, dim
+LIMIT 900
+""",
+            ),
+        ),
+    ),
+    Panel(
+        "cascades",
+        "Cascades",
+        "Cascade size (comments of a thread) as a log-log CCDF, P(S >= s), at the newest window's end, "
+        "with the discrete power law fitted by the stream processor (Clauset et al.).",
+        (
+            Query(
+                "ccdf",
+                f"""
+SELECT size, posts, sum(posts) OVER (ORDER BY size DESC) / sum(posts) OVER () AS ccdf
+FROM
+(
+    SELECT toUInt64(dim) AS size, value AS posts
+    FROM metrics FINAL
+    WHERE society = {{society}} AND metric = 'cascade_size_hist'
+      AND window_start = {_latest("cascade_size_hist")}
+)
+WHERE size >= 1
+ORDER BY size
+""",
+            ),
+            Query(
+                "fit",
+                f"""
+SELECT dim, value
+FROM metrics FINAL
+WHERE society = {{society}} AND metric = 'cascade_size_powerlaw'
+  AND window_start = {_latest("cascade_size_hist")}
+ORDER BY dim
+""",
+            ),
+        ),
+    ),
+    Panel(
+        "influence",
+        "Influence",
+        "PageRank share of the top 1, 3 and k agents per window on the interaction graph, top-k churn "
+        "between consecutive windows, and the newest window's leaders.",
+        (
+            Query(
+                "series",
+                """
+SELECT toUnixTimestamp(window_start) AS t, metric, dim, value
+FROM metrics FINAL
+WHERE society = {society} AND metric IN ('pagerank_top_share', 'topk_churn')
+ORDER BY t DESC, metric, dim
+LIMIT 900
+""",
+            ),
+            Query(
+                "leaders",
+                f"""
+SELECT toUInt32(splitByChar(':', dim)[1]) AS rank, substring(dim, position(dim, ':') + 1) AS agent,
+       value AS pagerank
+FROM metrics FINAL
+WHERE society = {{society}} AND metric = 'pagerank_leader' AND window_start = {_latest("pagerank_leader")}
+ORDER BY rank
+""",
+            ),
+        ),
+    ),
+    Panel(
+        "content",
+        "Hot posts",
+        "The hottest posts of the last day of society time by Reddit's hot rank (the feeds' ranking), "
+        "each with its thread.",
+        (
+            Query("hot", _HOT_POSTS),
+            Query(
+                "threads",
+                f"""
+WITH hot AS ({_HOT_POSTS.strip()})
+SELECT post_id, comment_id, parent_id, depth, actor, content, occurred_at
+FROM events
+WHERE society = {{society}} AND type = 'comment_created' AND post_id IN (SELECT post_id FROM hot)
+ORDER BY post_id, occurred_at, comment_id
+LIMIT 25 BY post_id
+""",
+            ),
+        ),
+    ),
+    Panel(
+        "health",
+        "Health",
+        "Dead letters by reason code and the newest ones; how long ago the sink last stored an event. "
+        "Consumer lag (high watermark minus committed offset) comes from the broker, insert latency from "
+        "the sink, replay progress from the replay command.",
+        (
+            Query(
+                "dead_letters",
+                """
+SELECT code, count() AS records, max(received_at) AS last
+FROM dead_letters
+WHERE society = {society}
+GROUP BY code
+ORDER BY records DESC, code
+""",
+            ),
+            Query(
+                "dead_recent",
+                """
+SELECT received_at, code, reason
+FROM dead_letters
+WHERE society = {society}
+ORDER BY received_at DESC
+LIMIT 5
+""",
+            ),
+            Query(
+                "freshness",
+                """
+SELECT dateDiff('millisecond', max(_inserted_at), now64(3)) AS ms_since_last_insert,
+       countIf(_inserted_at >= now64(3) - INTERVAL 10 SECOND) / 10 AS events_per_s_10s
+FROM events
+WHERE society = {society}
+""",
+            ),
+        ),
+        extra_sources=(
+            "consumer lag: Kafka high watermark minus each group's committed offset (as `society status`)",
+            "insert latency: the sink's GET /health (p99 of its recent ClickHouse inserts)",
+            "replay progress: <state_dir>/<society>/replay.json, written by `society replay`",
+        ),
+    ),
+)
+
+
+def panel(panel_id: str) -> Panel:
+    for p in PANELS:
+        if p.id == panel_id:
+            return p
+    raise KeyError(panel_id)
+
+
+def all_queries() -> list[tuple[Panel, Query]]:
+    return [(p, q) for p in PANELS for q in p.queries]
