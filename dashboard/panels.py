@@ -64,6 +64,7 @@ _HOT_POSTS = """
 SELECT
     post_id,
     anyIf(title, type = 'post_created')             AS title,
+    substringUTF8(anyIf(content, type = 'post_created'), 1, 280) AS content,
     anyIf(actor, type = 'post_created')             AS author,
     anyIf(submolt, type = 'post_created')           AS submolt,
     minIf(occurred_at, type = 'post_created')       AS created_at,
@@ -71,8 +72,8 @@ SELECT
     sumIf(toInt64(vote), type = 'vote_cast' AND target_type = 'post' AND target_id = post_id)
       + sumIf(JSONExtractInt(body, 'upvotes') - JSONExtractInt(body, 'downvotes'),
               type = 'vote_tallied' AND target_type = 'post' AND target_id = post_id) AS score,
-    round(sign(score) * log10(greatest(abs(score), 1))
-          + (toUnixTimestamp64Micro(created_at) / 1e6 - 1134028003) / 45000, 4) AS hot
+    sign(score) * log10(greatest(abs(score), 1))
+      + (toUnixTimestamp64Micro(created_at) / 1e6 - 1134028003) / 45000 AS hot
 FROM events
 WHERE society = {society}
   AND type IN ('post_created', 'comment_created', 'vote_cast', 'vote_tallied')

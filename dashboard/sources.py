@@ -239,6 +239,9 @@ class BrokerWatch:
         tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
         if set(tps) != c.assignment():
             c.assign(tps)
+        # Fetch from the last known high watermark: the answer is (nearly) empty and carries the current
+        # one. Only answers that arrived after this round began count (last_poll_timestamp).
+        round_ms = time.time() * 1000 - 1
         for tp in tps:
             c.seek(tp, self._hw.get(tp, 0))
         seen: dict[TopicPartition, int] = {}
@@ -246,8 +249,8 @@ class BrokerWatch:
         while len(seen) < len(tps) and time.monotonic() < deadline:
             await c.getmany(timeout_ms=100, max_records=1)
             for tp in tps:
-                hw = c.highwater(tp)
-                if hw is not None and tp not in seen and hw >= self._hw.get(tp, 0):
+                hw, polled = c.highwater(tp), c.last_poll_timestamp(tp)
+                if hw is not None and polled is not None and polled >= round_ms and tp not in seen:
                     seen[tp] = hw
         if len(seen) < len(tps):
             raise TimeoutError("no fetch answer for every partition")

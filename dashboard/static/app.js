@@ -92,8 +92,10 @@
   }
 
   function kpis(container, items) {
-    container.replaceChildren(...items.map(([label, value, id]) =>
-      h("div", { class: "kpi" }, h("div", { class: "v", "data-kpi": id }, value), h("div", { class: "l" }, label))));
+    container.replaceChildren(...items.map(([label, value, id, raw]) =>
+      h("div", { class: "kpi" },
+        h("div", { class: "v", "data-kpi": id, "data-value": raw === undefined || raw === null ? "" : String(raw) }, value),
+        h("div", { class: "l" }, label))));
   }
 
   function table(container, head, data) {
@@ -126,8 +128,9 @@
       last10 = recent.reduce((a, r) => a + r.events, 0) / 10;
     }
     kpis(part("activity", "kpis", "kpis"), [
-      ["events", fmt(t.events), "events"], ["agents", fmt(t.agents), "agents"], ["posts", fmt(t.posts), "posts"],
-      ["comments", fmt(t.comments), "comments"], ["votes", fmt(t.votes), "votes"],
+      ["events", fmt(t.events), "events", t.events], ["agents", fmt(t.agents), "agents", t.agents],
+      ["posts", fmt(t.posts), "posts", t.posts], ["comments", fmt(t.comments), "comments", t.comments],
+      ["votes", fmt(t.votes), "votes", t.votes],
       ["events/s (last 10 s stored)", fmt(last10), "rate"],
       ["society time", t.society_time ? String(t.society_time).slice(0, 19).replace("T", " ") : "–", "society_time"],
     ]);
@@ -166,7 +169,7 @@
       { name: fit.alpha ? `power law, alpha ${fit.alpha.toFixed(2)}` : "power law (no fit yet)", points: fitLine || [], dash: "5 3" },
     ], { logX: true, logY: true, xLabel: "cascade size s (comments in a thread), log-log" });
     kpis(part("cascades", "kpis", "kpis"), [
-      ["alpha", fit.alpha ? fit.alpha.toFixed(3) : "–", "alpha"],
+      ["alpha", fit.alpha ? fit.alpha.toFixed(3) : "–", "alpha", fit.alpha],
       ["± sigma", fit.sigma ? fit.sigma.toFixed(3) : "–", "sigma"],
       ["xmin", fit.xmin ? fmt(fit.xmin) : "–", "xmin"],
       ["cascades in tail", fit.n_tail ? fmt(fit.n_tail) : "–", "n_tail"],
@@ -205,7 +208,10 @@
         h("summary", {},
           h("span", { class: "title" }, post.title || "(untitled)"),
           h("span", { class: "meta" }, ` by ${post.author} in ${post.submolt} · score ${post.score} · ${post.comments} comments`)),
-        comments.length ? thread : h("p", { class: "muted" }, "no comments yet"));
+        post.content ? h("p", { class: "post-body" }, post.content) : null,
+        comments.length ? thread : h("p", { class: "muted" }, "no comments yet"),
+        comments.length && comments.length < post.comments
+          ? h("p", { class: "muted" }, `the first ${comments.length} of ${post.comments} comments`) : null);
       list.appendChild(h("li", { "data-post": post.post_id }, details));
     }
     const box = part("content", "hot", "wide");
@@ -222,10 +228,10 @@
     const lag = b && b.lag ? b.lag : {};
     const lagKnown = b && b.reachable;
     kpis(part("health", "kpis", "kpis"), [
-      ["lag: stream workers", lagKnown ? fmt(lag.streams) : "unknown", "lag_streams"],
-      ["lag: sink", lagKnown ? fmt(lag.sink) : "unknown", "lag_sink"],
-      ["lag: agents", lagKnown ? fmt(lag.agents) : "unknown", "lag_agents"],
-      ["dead letters", fmt(dl.reduce((a, r) => a + r.records, 0)), "dead_letters"],
+      ["lag: stream workers", lagKnown ? fmt(lag.streams) : "unknown", "lag_streams", lagKnown ? lag.streams : null],
+      ["lag: sink", lagKnown ? fmt(lag.sink) : "unknown", "lag_sink", lagKnown ? lag.sink : null],
+      ["lag: agents", lagKnown ? fmt(lag.agents) : "unknown", "lag_agents", lagKnown ? lag.agents : null],
+      ["dead letters", fmt(dl.reduce((a, r) => a + r.records, 0)), "dead_letters", dl.reduce((a, r) => a + r.records, 0)],
       ["sink insert p99", sink && sink.p99_insert_ms !== null ? `${fmt(sink.p99_insert_ms)} ms` : "–", "sink_p99"],
       ["last event stored", fr.ms_since_last_insert !== undefined && fr.ms_since_last_insert !== null && fr.ms_since_last_insert < 1e9
         ? `${(fr.ms_since_last_insert / 1000).toFixed(1)} s ago` : "–", "freshness"],

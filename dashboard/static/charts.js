@@ -92,7 +92,7 @@
       const ps = s.points.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1])
         && (!opts.logX || p[0] > 0) && (!opts.logY || p[1] > 0));
       if (!ps.length) return;
-      if (s.kind === "dots") {
+      if (s.kind === "dots" || ps.length === 1) {
         const g = el("g", { fill: color, "data-series": s.name });
         for (const p of ps) g.appendChild(el("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 2.6 }));
         svg.appendChild(g);

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.topics import Role, topic_name
@@ -37,11 +39,17 @@ def make_settings(broker: str, tmp: Path, **over: Any) -> Settings:
 
 @contextmanager
 def running_stack(
-    settings: Settings, society: str, *, stream_workers: int = 1, agent_workers: int = 1, agents: bool = True
+    settings: Settings,
+    society: str,
+    *,
+    stream_workers: int = 1,
+    agent_workers: int = 1,
+    agents: bool = True,
+    dashboard: bool = False,
 ) -> Iterator[LocalStack]:
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
     try:
-        stack.start(agents=agents)
+        stack.start(agents=agents, dashboard=dashboard)
         yield stack
     finally:
         stack.stop()
@@ -97,3 +105,35 @@ def emitted_event_ids(bootstrap: str, society: str) -> list[str]:
 
     recs = asyncio.run(read_topic(bootstrap, topic_name(society, Role.ACTIONS)))
     return [orjson.loads(r.value)["event_id"] for r in recs if not is_watermark(r.headers)]
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+ARTIFACTS = Path(
+    os.environ.get("SOCIETY_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+)
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000) -> Iterator[Any]:
+    """A page in real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+    Fails (never skips) when the browser is missing: CI installs it (``.ci/run``).
+    """
+    from playwright.sync_api import sync_playwright
+
+    binary = os.environ.get("SOCIETY_CHROMIUM", "/usr/bin/chromium")
+    if not Path(binary).exists():
+        pytest.fail(f"no Chromium at {binary}: install Debian's chromium (apt-get install chromium)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=binary, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            browser.close()
