@@ -100,7 +100,8 @@ def test_dashboard_shows_a_live_society_and_every_figure_matches_its_sql(
             changed_at = time.monotonic()
             clock.join(timeout=300)
             assert clock.error is None, clock.error
-            assert clock.finished_at is not None and changed_at < clock.finished_at
+            assert clock.finished_at is not None
+            assert changed_at < clock.finished_at
             _wait_new_snapshots(page, 2)
 
             # The drained society: the page's figures equal independent SQL over the raw tables.
@@ -132,12 +133,14 @@ def test_dashboard_shows_a_live_society_and_every_figure_matches_its_sql(
                     "WHERE society = '{s}' AND metric = 'pagerank_leader') ORDER BY dim".replace("{s}", s),
                 )
             ]
-            assert leaders == expected_leaders and leaders
+            assert leaders == expected_leaders
+            assert leaders
 
             # Hot posts: Reddit's hot rank recomputed here in Python from the threads view.
             posts = sql(
                 stack,
-                f"SELECT post_id, toUnixTimestamp64Micro(created_at), score FROM threads WHERE society = '{s}'",
+                "SELECT post_id, toUnixTimestamp64Micro(created_at), score FROM threads "
+                f"WHERE society = '{s}'",
             )
             ranked = sorted(posts, key=lambda r: (-_hot(r[2], r[1]), r[0]))[:8]
             shown = page.eval_on_selector_all("ol.hot > li", "els => els.map(e => e.dataset.post)")
@@ -163,7 +166,8 @@ def test_dashboard_shows_a_live_society_and_every_figure_matches_its_sql(
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
             assert errors == [], errors
             stats = page.evaluate("() => window.__dashboard")
-            assert stats["errors"] == 0 and stats["snapshots"] >= 3
+            assert stats["errors"] == 0
+            assert stats["snapshots"] >= 3
 
 
 def _hot(score: int, created_us: int) -> float:
@@ -239,7 +243,8 @@ def test_agent_written_text_is_shown_literally_and_runs_nothing(
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.add_init_script(
                 "window.__violations = [];"
-                "document.addEventListener('securitypolicyviolation', e => window.__violations.push(e.violatedDirective));"
+                "document.addEventListener('securitypolicyviolation',"
+                " e => window.__violations.push(e.violatedDirective));"
             )
             page.goto(url)
             page.wait_for_function(
@@ -290,7 +295,8 @@ def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path,
                 try:
                     page.wait_for_function("() => !document.querySelector('#banner').hidden", timeout=45_000)
                     banner = page.inner_text("#banner")
-                    assert "unreachable since" in banner and own.bootstrap in banner
+                    assert "unreachable since" in banner
+                    assert own.bootstrap in banner
                     assert page.locator("#broker").inner_text() == "broker unreachable"
                     # The page keeps updating from ClickHouse while the broker is away.
                     _wait_new_snapshots(page, 3)
