@@ -97,7 +97,7 @@ PANELS: tuple[Panel, ...] = (
             Query(
                 "rate",
                 """
-SELECT toUnixTimestamp(toStartOfSecond(_inserted_at)) AS second, type, count() AS events
+SELECT toStartOfSecond(_inserted_at) AS second, type, count() AS events
 FROM events
 WHERE society = {society} AND _inserted_at >= now64(3) - INTERVAL 120 SECOND
 GROUP BY second, type
@@ -117,7 +117,7 @@ WHERE society = {society}
             Query(
                 "windows",
                 """
-SELECT toUnixTimestamp(window_start) AS t, metric, value
+SELECT window_start AS t, metric, value
 FROM metrics FINAL
 WHERE society = {society} AND metric IN ('active_agents', 'new_agents', 'events_total')
 ORDER BY t DESC, metric
@@ -144,7 +144,7 @@ ORDER BY depth
             Query(
                 "series",
                 """
-SELECT toUnixTimestamp(window_start) AS t, metric, dim, value
+SELECT window_start AS t, metric, dim, value
 FROM metrics FINAL
 WHERE society = {society} AND metric IN ('share_no_comment', 'mean_depth')
 ORDER BY t DESC, metric, dim
@@ -195,7 +195,7 @@ ORDER BY dim
             Query(
                 "series",
                 """
-SELECT toUnixTimestamp(window_start) AS t, metric, dim, value
+SELECT window_start AS t, metric, dim, value
 FROM metrics FINAL
 WHERE society = {society} AND metric IN ('pagerank_top_share', 'topk_churn')
 ORDER BY t DESC, metric, dim

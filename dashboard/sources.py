@@ -144,7 +144,7 @@ def _ms(began: float) -> float:
 def _plain(value: Any) -> Any:
     """JSON-ready value of a clickhouse-connect result cell (the sink's endpoint returns the same)."""
     if hasattr(value, "isoformat"):
-        return value.isoformat()
+        return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, (bytes, bytearray)):
         return value.decode(errors="replace")
     if value is None or isinstance(value, (int, float, str, bool)):

@@ -1,6 +1,6 @@
 // The dashboard page: builds the panels from /api/panels, then redraws them on every snapshot pushed by
 // /api/stream (server-sent events). Agent-written text (titles, bodies, agent and submolt names, dead-letter
-// reasons) is only ever assigned with textContent; this file never uses innerHTML or similar.
+// reasons) is only ever assigned as text (text nodes, textContent); no markup is ever parsed from a string.
 "use strict";
 (function () {
   const { plot, bars, fmt } = window.Charts;
@@ -13,6 +13,7 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (k === "class") node.className = v;
       else if (k.startsWith("data-")) node.setAttribute(k, v);
+      else if (/html|^on/i.test(k)) throw new Error(`refusing to set ${k}`);
       else node[k] = v;
     }
     for (const c of children) {
@@ -21,6 +22,9 @@
     }
     return node;
   }
+
+  // Times arrive as ISO 8601 strings; charts want Unix seconds.
+  const ts = (v) => (typeof v === "string" ? Date.parse(v) / 1000 : v);
 
   function rows(panel, name) {
     const q = panel && panel.queries[name];
@@ -111,7 +115,7 @@
     for (const r of rs) {
       const k = typeof key === "function" ? key(r) : r[key];
       if (!m.has(k)) m.set(k, []);
-      m.get(k).push([r[xKey || "t"], r[yKey || "value"]]);
+      m.get(k).push([ts(r[xKey || "t"]), r[yKey || "value"]]);
     }
     for (const v of m.values()) v.sort((a, b) => a[0] - b[0]);
     return m;
@@ -123,8 +127,8 @@
     const t = tot && tot[0] ? tot[0] : {};
     let last10 = null;
     if (rate && rate.length) {
-      const now = Math.max(...rate.map((r) => r.second));
-      const recent = rate.filter((r) => r.second > now - 10);
+      const now = Math.max(...rate.map((r) => ts(r.second)));
+      const recent = rate.filter((r) => ts(r.second) > now - 10);
       last10 = recent.reduce((a, r) => a + r.events, 0) / 10;
     }
     kpis(part("activity", "kpis", "kpis"), [
