@@ -27,7 +27,17 @@ from schemas.topics import HEADER_KIND, KIND_WATERMARK
 MAX_IN_FLIGHT = 100_000
 
 
-async def produce(bootstrap: str, topic: str, path: Path) -> dict[str, Any]:
+async def produce(
+    bootstrap: str,
+    topic: str,
+    path: Path,
+    *,
+    skip: int = 0,
+    limit: int | None = None,
+    rate: float | None = None,
+) -> dict[str, Any]:
+    """Produce the records of ``path``: after the first ``skip`` events (and the marks among them), at most
+    ``limit`` events, at ``rate`` events/s if given (else as fast as the broker takes them)."""
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -40,10 +50,23 @@ async def produce(bootstrap: str, topic: str, path: Path) -> dict[str, Any]:
     pending: deque[Awaitable[Any]] = deque()
     events = marks = 0
     first: float | None = None
+    seen = 0
     try:
         for kind, partition, key, value in read_records(path):
+            if kind != KIND_MARK:
+                seen += 1
+                if seen <= skip:
+                    continue
+                if limit is not None and events >= limit:
+                    break
+            elif seen < skip:
+                continue
             if first is None:
                 first = time.time()
+            if rate is not None and kind != KIND_MARK and events % 100 == 0:
+                ahead = first + events / rate - time.time()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
             if kind == KIND_MARK:
                 fut = await producer.send(topic, value, partition=partition, headers=headers)
                 marks += 1
@@ -66,11 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--file", required=True, type=Path)
+    parser.add_argument("--skip", type=int, default=0, help="events to skip at the start of the file")
+    parser.add_argument("--limit", type=int, default=None, help="events to produce at most")
+    parser.add_argument("--rate", type=float, default=None, help="events per second (default: max)")
     args = parser.parse_args(argv)
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        result = runner.run(produce(args.bootstrap, args.topic, args.file))
+        result = runner.run(
+            produce(args.bootstrap, args.topic, args.file, skip=args.skip, limit=args.limit, rate=args.rate)
+        )
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
     return 0
 
