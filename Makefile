@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-unit test-integration lint bench clean
+.PHONY: help setup browser demo test test-unit test-integration lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -18,6 +18,15 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
+
+browser: ## Install Debian's chromium (dashboard tests) with apt when it is missing; needs root or sudo
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	  else echo "chromium is missing and cannot be installed without root: apt-get install chromium"; exit 1; fi; \
+	  echo "installing chromium with apt ..."; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@chromium --version
 
 demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, then query it
 	@rm -rf .society/demo-clickhouse
@@ -32,7 +41,7 @@ demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, then query i
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
 	  "SELECT window_start, metric, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('pagerank_top_share', 'topk_churn', 'share_no_comment') ORDER BY window_start DESC, metric, dim LIMIT 10"
 
-test: $(STAMP) ## Run the whole test suite (unit + integration on the real broker and chDB)
+test: $(STAMP) browser ## Run the whole test suite (unit + integration on the real broker, chDB and Chromium)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: $(STAMP) ## Unit tests only
@@ -43,8 +52,9 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) ## Measure producer, processor, sink, end-to-end and consume-ceiling rates (see BENCHMARKS.md)
+bench: $(STAMP) browser ## Pipeline rates (bench.pipeline), then dashboard query and page times (bench.dashboard)
 	$(BIN)/python -m bench.pipeline
+	$(BIN)/python -m bench.dashboard
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

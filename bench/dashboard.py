@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--skip-live", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (its chDB) for inspection")
     args = parser.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="society-bench-dash-"))
@@ -356,8 +357,11 @@ def main(argv: list[str] | None = None) -> int:
             res["live"] = live_phase(stack, society, records, args.events, args.live_events, args.rate)
     finally:
         stack.stop()
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
+        if args.keep:
+            err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {society}")
+        else:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(tmp)
     block = markdown(res)
     err.print(block)
     if not args.no_write:

@@ -149,6 +149,10 @@ def _plain(value: Any) -> Any:
         return value.decode(errors="replace")
     if value is None or isinstance(value, (int, float, str, bool)):
         return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
     return str(value)
 
 

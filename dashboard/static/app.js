@@ -194,12 +194,10 @@
   }
 
   function renderContent(p) {
-    const hot = rows(p, "hot") || [], th = rows(p, "threads") || [];
-    const byPost = new Map();
-    for (const c of th) {
-      if (!byPost.has(c.post_id)) byPost.set(c.post_id, []);
-      byPost.get(c.post_id).push(c);
-    }
+    const hot = rows(p, "hot") || [];
+    // thread: [comment_id, parent_id, depth, actor, content, occurred_at] per comment
+    const byPost = new Map(hot.map((post) => [post.post_id, (post.thread || []).map((c) =>
+      ({ comment_id: c[0], parent_id: c[1], depth: c[2], actor: c[3], content: c[4] }))]));
     const list = h("ol", { class: "hot" });
     for (const post of hot) {
       const comments = byPost.get(post.post_id) || [];
@@ -212,7 +210,7 @@
         h("summary", {},
           h("span", { class: "title" }, post.title || "(untitled)"),
           h("span", { class: "meta" }, ` by ${post.author} in ${post.submolt} · score ${post.score} · ${post.comments} comments`)),
-        post.content ? h("p", { class: "post-body" }, post.content) : null,
+        post.post_text ? h("p", { class: "post-body" }, post.post_text) : null,
         comments.length ? thread : h("p", { class: "muted" }, "no comments yet"),
         comments.length && comments.length < post.comments
           ? h("p", { class: "muted" }, `the first ${comments.length} of ${post.comments} comments`) : null);
