@@ -33,6 +33,8 @@ from typing import Any
 from rich.console import Console
 
 from bench.dataset import build
+from bench.pipeline import DASHBOARD_BEGIN as BEGIN
+from bench.pipeline import DASHBOARD_END as END
 from bench.pipeline import machine_info, percentile
 from dashboard.panels import PANELS
 from dashboard.snapshot import Snapshotter
@@ -42,7 +44,6 @@ from society.settings import get_settings
 from society.stack import LocalStack
 
 err = Console(stderr=True)
-BEGIN, END = "<!-- dashboard:begin -->", "<!-- dashboard:end -->"
 
 PROBES = """
 window.__probe = { drift: [], longtasks: [] };

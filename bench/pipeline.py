@@ -1430,6 +1430,9 @@ NOTES_BEGIN = "<!-- notes:begin -->"
 NOTES_END = "<!-- notes:end -->"
 
 
+DASHBOARD_BEGIN, DASHBOARD_END = "<!-- dashboard:begin -->", "<!-- dashboard:end -->"
+
+
 def _block(text: str, begin: str, end: str) -> str | None:
     if begin in text and end in text:
         return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
@@ -1456,12 +1459,14 @@ def code_warning(run: Run) -> str:
 def write_markdown(run: Run, path: Path) -> None:
     old_history: list[str] = []
     notes = ""
+    dashboard: str | None = None  # written by bench.dashboard; kept as it is
     if path.exists():
         text = path.read_text()
         block = _block(text, HISTORY_BEGIN, HISTORY_END)
         if block is not None:
             old_history = [ln for ln in block.splitlines() if ln.startswith("| 20")]
         notes = _block(text, NOTES_BEGIN, NOTES_END) or ""
+        dashboard = _block(text, DASHBOARD_BEGIN, DASHBOARD_END)
     m = run.machine
     ds = run.dataset
     lat = run.latency
@@ -1568,6 +1573,8 @@ def write_markdown(run: Run, path: Path) -> None:
         "date", "events", "ceiling/s", "producer/s", "processor/s", "sink/s", "e2e/s", "latency p99 s",
         "worker peak RSS", "load 1 min", "replay/s",
     ]  # fmt: skip
+    if dashboard is not None:
+        parts.append(DASHBOARD_BEGIN + "\n" + dashboard + "\n" + DASHBOARD_END + "\n")
     parts.append("## History\n")
     parts.append("One line per run that wrote this file, newest last.\n")
     parts.append(
