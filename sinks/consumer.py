@@ -252,6 +252,23 @@ class ClickHouseSink:
         self._client = connect(self.settings.clickhouse_url)
         ensure_schema(self._client)
 
+    async def _open_waiting(self, patience: float = 30.0) -> None:
+        """Open ClickHouse; while another process holds the chDB directory only briefly (a dashboard
+        reading a stored society releases it after each refresh), keep trying for ``patience`` seconds."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                await self._call(self._open)
+                return
+            except Exception as exc:
+                # chDB reports a directory held by another process only as a failed start (the lock
+                # message goes to stderr), so any failure to start the engine is retried for a while.
+                held = any(m in str(exc) for m in ("Cannot lock file", "Unable to open the chdb engine"))
+                if self.settings.chdb_path is None or not held or time.monotonic() > deadline:
+                    raise
+                log.warning("sink.chdb_busy", path=str(self.settings.chdb_path), retry_in_s=0.5)
+                await asyncio.sleep(0.5)
+
     def _close(self) -> None:
         if self._client is not None:
             self._client.close()
@@ -561,7 +578,7 @@ class ClickHouseSink:
         unreachable at start.
         """
         self._stop = stop
-        await self._call(self._open)
+        await self._open_waiting()
         runner: web.AppRunner | None = None
         try:
             runner = await self._serve()

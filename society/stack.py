@@ -83,6 +83,8 @@ class LocalStack:
         if dashboard:
             with contextlib.suppress(FileNotFoundError):
                 (self.run_dir / "dashboard.json").unlink()
+            if self.settings.chdb_path is not None:
+                self.sink_url()  # the dashboard then reads through the sink, never opening chDB itself
             self.spawn("dashboard")
         self.write_state()
 

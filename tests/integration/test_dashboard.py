@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -318,3 +320,46 @@ def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path,
             assert stack.dead_children() == []
     finally:
         own.stop()
+
+
+def test_a_standalone_dashboard_gives_chdb_to_a_sink_started_later(
+    broker: str, tmp_path: Path, society_name: str
+):
+    """`society dashboard` first, `society run` second: the sink gets the chDB directory, the dashboard
+    switches to reading through it."""
+    import urllib.request
+
+    from society.stack import settings_env
+
+    s = society_name
+    settings = make_settings(broker, tmp_path, dashboard_port=0, dashboard_refresh_seconds=0.5)
+    env = settings_env(settings, state_dir=settings.state_dir.resolve(), log_json=True)
+    log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115
+    dash = subprocess.Popen(
+        [sys.executable, "-m", "dashboard", "--society", s], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        state = settings.state_dir / s / "dashboard.json"
+        deadline = time.monotonic() + 60
+        while not state.exists() and time.monotonic() < deadline:
+            assert dash.poll() is None, (tmp_path / "dashboard.log").read_text()
+            time.sleep(0.2)
+        url = json.loads(state.read_text())["url"]
+
+        def snapshot() -> dict[str, Any]:
+            with urllib.request.urlopen(f"{url}api/snapshot", timeout=30) as r:
+                return dict(json.loads(r.read()))
+
+        assert snapshot()["clickhouse"]["url_kind"] == "direct"
+        with running_stack(settings, s, agents=False) as stack:
+            stack.sink_url(timeout=90)  # raises if the sink could not open chDB
+            deadline = time.monotonic() + 30
+            while snapshot()["clickhouse"]["url_kind"] != "sink" and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert snapshot()["clickhouse"]["url_kind"] == "sink"
+            assert snapshot()["clickhouse"]["ok"] is True
+            assert stack.dead_children() == []
+    finally:
+        dash.terminate()
+        dash.wait(timeout=30)
+        log.close()
