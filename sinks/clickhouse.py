@@ -131,14 +131,19 @@ def connect(url: str) -> Any:
     return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
 
 
+SCHEMA_FILES = ("tables.sql", "diagnostics.sql")
+"""Applied in this order: the sink's tables and views, then the studies' diagnostics as views."""
+
+
 def schema_statements() -> list[str]:
-    """The statements of ``tables.sql``, in order, without the ones that are only comments."""
-    text = resources.files("sinks").joinpath("tables.sql").read_text(encoding="utf-8")
+    """The statements of ``SCHEMA_FILES``, in order, without the ones that are only comments."""
     statements = []
-    for chunk in _STATEMENT_END.split(text):
-        code = "\n".join(line for line in chunk.splitlines() if not line.lstrip().startswith("--"))
-        if code.strip():
-            statements.append(chunk.strip())
+    for name in SCHEMA_FILES:
+        text = resources.files("sinks").joinpath(name).read_text(encoding="utf-8")
+        for chunk in _STATEMENT_END.split(text):
+            code = "\n".join(line for line in chunk.splitlines() if not line.lstrip().startswith("--"))
+            if code.strip():
+                statements.append(chunk.strip())
     return statements
 
 

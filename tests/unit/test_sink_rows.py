@@ -267,13 +267,21 @@ def test_society_of_topic() -> None:
 
 def test_schema_statements() -> None:
     statements = schema_statements()
-    assert len(statements) == 5
+    assert len(statements) == 7
     created = [
         next(line for line in s.splitlines() if line.startswith("CREATE")).split()[:6] for s in statements
     ]
     assert [c[2:6] for c in created] == [
         ["IF", "NOT", "EXISTS", name]
-        for name in ("events", "metrics", "dead_letters", "threads", "metric_latest")
+        for name in (
+            "events",
+            "metrics",
+            "dead_letters",
+            "threads",
+            "metric_latest",
+            "interaction_edges",
+            "activity_daily",
+        )
     ]
     for s in statements:
         assert s.startswith("--")
