@@ -7,9 +7,10 @@ through the sink's own row builders.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
 
 import pytest
@@ -137,3 +138,77 @@ def test_views_are_created_idempotently(stored: tuple[Any, list[Event]]):
     names = {r[0] for r in client.query("SHOW TABLES").result_rows}
     assert {"interaction_edges", "activity_daily", "events", "threads"} <= names
     assert client.query("SELECT count() FROM activity_daily WHERE society = 'none'").result_rows == [(0,)]
+
+
+TOKEN = re.compile(r"[^\W_]+")
+
+
+def _turnover_python(events: list[Event]) -> dict[tuple[int, date], tuple[int, int, int | None]]:
+    """(n, day) -> (active, births, deaths) by the definition, read directly from the events."""
+    texts: list[tuple[date, str]] = []
+    for e in events:
+        b: Any = e.body
+        d = e.occurred_at.astimezone(UTC).date()
+        if e.type == "post_created":
+            texts += [(d, b.title), (d, b.content)]
+        elif e.type == "comment_created":
+            texts.append((d, b.content))
+    out: dict[tuple[int, date], tuple[int, int, int | None]] = {}
+    for n in range(1, 6):
+        freq: Counter[str] = Counter()
+        days_of: dict[str, set[date]] = defaultdict(set)
+        for d, text in texts:
+            tokens = TOKEN.findall(text.lower())
+            for i in range(len(tokens) - n + 1):
+                g = " ".join(tokens[i : i + n])
+                freq[g] += 1
+                days_of[g].add(d)
+        active: dict[date, set[str]] = defaultdict(set)
+        for g, ds in days_of.items():
+            if freq[g] >= 2:
+                for d in ds:
+                    active[d].add(g)
+        first = Counter(min(days_of[g]) for g in days_of if freq[g] >= 2)
+        for d, grams in active.items():
+            prev = active.get(d - timedelta(days=1))
+            deaths = None if prev is None else len(prev - grams)
+            out[(n, d)] = (len(grams), first.get(d, 0), deaths)
+    return out
+
+
+def test_lexical_turnover_follows_the_studies_definition(stored: tuple[Any, list[Event]]):
+    client, events = stored
+    rows = client.query(
+        "SELECT n, day, active, births, deaths, birth_rate, death_rate FROM lexical_turnover_daily "
+        f"WHERE society = '{SOC}'"
+    ).result_rows
+    got = {(n, d): (a, b, x) for n, d, a, b, x, _, _ in rows}
+    assert got == _turnover_python(events)
+    for _n, _d, a, b, x, br, dr in rows:
+        assert br == pytest.approx(b / a)
+        if x is None:
+            assert dr is None
+    assert any(r[4] for r in rows)  # the samples span several days: some n-grams die
+
+
+def test_lexical_turnover_on_three_hand_made_days(tmp_path_factory: pytest.TempPathFactory):
+    """Day 1 "a b c" twice; day 2 "a b d"; day 4 "d a b": unigrams a, b, d are kept (c too: twice)."""
+    soc = "lex"
+    at = [datetime(2026, 3, d, 12, tzinfo=UTC) for d in (1, 1, 2, 4)]
+    texts = ["A b c", "a B c", "a b d", "d a b"]
+    events = [
+        CommentCreated(
+            event_id=uuid7(t), society=soc, actor="x", occurred_at=t,
+            body={"comment_id": f"c{i}", "post_id": "p", "depth": 1, "content": txt},
+        )
+        for i, (t, txt) in enumerate(zip(at, texts, strict=True))
+    ]  # fmt: skip
+    by_hand = {
+        (1, date(2026, 3, 1)): (3, 3, None),  # a b c, all new
+        (1, date(2026, 3, 2)): (3, 1, 1),  # a b d; d new; c died
+        (1, date(2026, 3, 4)): (3, 0, None),  # a b d; day 3 has no text
+        (2, date(2026, 3, 1)): (2, 2, None),  # "a b", "b c"
+        (2, date(2026, 3, 2)): (1, 0, 1),  # "a b" ("b d" occurs once: dropped); "b c" died
+        (2, date(2026, 3, 4)): (1, 0, None),  # "a b" ("d a" once)
+    }
+    assert {k: v for k, v in _turnover_python(events).items() if k[0] <= 2} == by_hand
