@@ -21,13 +21,12 @@ import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import orjson
 from aiohttp import web
 
 from dashboard.panels import PANELS
 from dashboard.snapshot import Snapshotter
+from sinks.consumer import dumps_json  # the same JSON as the sink's /query answers
 from society.logs import get_logger
 from society.settings import Settings
 
@@ -39,10 +38,6 @@ CSP = (
 )
 STATIC = Path(str(resources.files("dashboard").joinpath("static")))
 SNAPSHOT_KEY = web.AppKey("snapshotter", Snapshotter)
-
-
-def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str)
 
 
 @web.middleware
@@ -74,7 +69,7 @@ async def panels(request: web.Request) -> web.Response:
         for p in PANELS
     ]
     return web.Response(
-        body=dumps({"society": snap.society, "panels": body}), content_type="application/json"
+        body=dumps_json({"society": snap.society, "panels": body}), content_type="application/json"
     )
 
 
@@ -83,7 +78,7 @@ async def snapshot(request: web.Request) -> web.Response:
     latest = snap.latest or await snap.next_after(0, 30.0)
     if latest is None:
         return web.Response(status=503, text="no snapshot yet")
-    return web.Response(body=dumps(latest), content_type="application/json")
+    return web.Response(body=dumps_json(latest), content_type="application/json")
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
@@ -101,7 +96,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 await resp.write(b": keep-alive\n\n")
                 continue
             seq = latest["seq"]
-            await resp.write(b"event: snapshot\ndata: " + dumps(latest) + b"\n\n")
+            await resp.write(b"event: snapshot\ndata: " + dumps_json(latest) + b"\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     return resp

@@ -26,11 +26,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from schemas.topics import Role, topic_name
 from society.logs import get_logger
 from society.settings import Settings
+from society.status import GROUPS  # consumer group suffix -> the topic its lag is measured on
 
 log = get_logger(__name__)
-
-GROUPS = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
-"""Consumer group (suffix of ``society.<name>.<group>``) and the topic whose lag it is measured on."""
 
 
 @dataclass
@@ -117,7 +115,8 @@ class ClickHouseSource:
         except Exception as exc:  # clickhouse-connect and chDB raise several driver-specific types
             text = str(exc).strip()
             raise QueryFailed(text.splitlines()[0] if text else repr(exc)) from None
-        return list(res.column_names), [[_plain(v) for v in r] for r in res.result_rows]
+        # Rows stay Python values; the snapshot is encoded like the sink's /query answers (dumps_json).
+        return list(res.column_names), [list(r) for r in res.result_rows]
 
     def _release(self) -> None:
         if self._client is not None:
@@ -139,21 +138,6 @@ class ClickHouseSource:
 
 def _ms(began: float) -> float:
     return round((time.perf_counter() - began) * 1000, 2)
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready value of a clickhouse-connect result cell (the sink's endpoint returns the same)."""
-    if hasattr(value, "isoformat"):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode(errors="replace")
-    if value is None or isinstance(value, (int, float, str, bool)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value)
 
 
 @dataclass
