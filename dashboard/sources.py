@@ -52,6 +52,7 @@ class ClickHouseSource:
         self._session: aiohttp.ClientSession | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-clickhouse")
         self._client: Any = None
+        self._schema_ready = False
         self._sink_url: str | None = None
         self._sink_checked = 0.0
         self.mode = "unknown"
@@ -62,11 +63,12 @@ class ClickHouseSource:
         return self._session
 
     async def sink_url(self) -> str | None:
-        """URL of the sink owning the chDB directory (this society's first, then any), checked every 5 s."""
+        """URL of the sink owning the chDB directory (this society's first, then any), or None; the answer
+        is kept for 5 s (a failed query, through the sink or directly, forgets it at once)."""
         if self.settings.chdb_path is None:
             return None
         now = time.monotonic()
-        if now - self._sink_checked < 5.0 and self._sink_url is not None:
+        if now - self._sink_checked < 5.0:
             return self._sink_url
         self._sink_checked = now
         own = self.settings.state_dir / self.society / "sink.json"
@@ -94,14 +96,18 @@ class ClickHouseSource:
                 async with session.post(f"{url}/query", json={"sql": sql}) as resp:
                     doc = await resp.json(content_type=None)
             except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-                self._sink_url = None
+                self._sink_url, self._sink_checked = None, 0.0
                 raise QueryFailed(f"sink query endpoint {url}: {exc or type(exc).__name__}") from None
             if resp.status != 200:
                 raise QueryFailed(str(doc.get("error", doc)) if isinstance(doc, dict) else str(doc))
             return QueryResult(list(doc["columns"]), [list(r) for r in doc["rows"]], _ms(began))
         self.mode = "direct"
         loop = asyncio.get_running_loop()
-        columns, rows = await loop.run_in_executor(self._executor, self._direct, sql)
+        try:
+            columns, rows = await loop.run_in_executor(self._executor, self._direct, sql)
+        except QueryFailed:
+            self._sink_checked = 0.0  # perhaps a sink took the directory: look again on the next query
+            raise
         return QueryResult(columns, rows, _ms(began))
 
     def _direct(self, sql: str) -> tuple[list[str], list[list[Any]]]:
@@ -110,7 +116,9 @@ class ClickHouseSource:
         try:
             if self._client is None:
                 self._client = connect(self.settings.clickhouse_url)
-                ensure_schema(self._client)
+                if not self._schema_ready:  # once per process, not at every reopen (every refresh)
+                    ensure_schema(self._client)
+                    self._schema_ready = True
             res = self._client.query(sql)
         except Exception as exc:  # clickhouse-connect and chDB raise several driver-specific types
             text = str(exc).strip()
