@@ -94,54 +94,124 @@ WITH
             WHERE type IN ('post_created', 'comment_created')
         )
     ),
-    grams AS (
-        SELECT society, day, n, gram
+    -- each n-gram once, with the days it was used on (the n-grams are computed once: everything below
+    -- reads this aggregate)
+    kept AS (
+        SELECT society, n, gram, groupUniqArray(day) AS days
         FROM
         (
-            SELECT society, day, tokens, arrayJoin([1, 2, 3, 4, 5]) AS n
-            FROM texts
+            SELECT society, day, n, gram
+            FROM
+            (
+                SELECT society, day, tokens, arrayJoin([1, 2, 3, 4, 5]) AS n
+                FROM texts
+            )
+            ARRAY JOIN arrayMap(i -> arrayStringConcat(arraySlice(tokens, i, n), ' '),
+                                range(1, toUInt32(greatest(length(tokens) + 2, n + 1) - n))) AS gram
         )
-        ARRAY JOIN arrayMap(i -> arrayStringConcat(arraySlice(tokens, i, n), ' '),
-                            range(1, toUInt32(greatest(length(tokens) + 2, n + 1) - n))) AS gram
+        GROUP BY society, n, gram
+        HAVING count() >= 2
     ),
+    -- per day: active n-grams, those used for the first time, and those still used the next day
+    per_day AS (
+        SELECT
+            society, n, used AS day,
+            count()                        AS active,
+            countIf(used = arrayMin(days)) AS births,
+            countIf(has(days, used + 1))   AS survive_next
+        FROM kept
+        ARRAY JOIN days AS used
+        GROUP BY society, n, day
+    )
+SELECT
+    society,
+    n,
+    day,
+    active,
+    births,
+    births / active AS birth_rate,
+    if(prev_day = day - 1, prev_active - prev_survive, NULL) AS deaths,
+    if(prev_day = day - 1, deaths / prev_active, NULL) AS death_rate
+FROM
+(
+    SELECT
+        society, n, day, active, births,
+        lagInFrame(day) OVER w          AS prev_day,
+        lagInFrame(active) OVER w       AS prev_active,
+        lagInFrame(survive_next) OVER w AS prev_survive
+    FROM per_day
+    WINDOW w AS (PARTITION BY society, n ORDER BY day ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+);
+
+-- texts: every agent-written text once: a post (title and body joined by a newline) or a comment (body), with
+-- its author, time and thread, and text_hash = cityHash64(text), the key of its stored embedding. Empty
+-- texts are left out.
+CREATE OR REPLACE VIEW texts AS
+SELECT
+    society,
+    if(type = 'post_created', 'post', 'comment') AS kind,
+    if(type = 'post_created', post_id, comment_id) AS text_id,
+    actor,
+    occurred_at,
+    post_id,
+    parent_id,
+    depth,
+    text,
+    cityHash64(text) AS text_hash
+FROM
+(
+    SELECT
+        society, type, post_id, comment_id, actor, occurred_at, parent_id, depth,
+        if(type = 'post_created', trimBoth(concat(title, '\n', content)), content) AS text
+    FROM events FINAL
+    WHERE type IN ('post_created', 'comment_created')
+)
+WHERE text != '';
+
+-- embeddings: one sentence embedding per distinct text and model (L2-normalised, so a dot product is the
+-- cosine similarity), computed once by `society report` and shared by every society with the same text.
+CREATE TABLE IF NOT EXISTS embeddings
+(
+    model     LowCardinality(String),
+    text_hash UInt64,
+    vector    Array(Float32),
+    _inserted_at DateTime64(3, 'UTC') DEFAULT now64(3)
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (model, text_hash);
+
+-- semantic_daily: per society and UTC day, the semantic stability of the day's texts under
+-- all-MiniLM-L6-v2 (texts with more than 1,000 identical copies in the society are left out first, as in
+-- the socialization study; texts without a stored embedding yet are not counted). With unit vectors v_i and
+-- their sum s over the day's n texts, the mean pairwise cosine similarity is (|s|^2 - n) / (n (n - 1)), and
+-- the centroid similarity is the cosine between this day's sum and the previous day's (NULL without a
+-- previous day with text). The 10-nearest-neighbour similarity needs every pair and is computed by the report.
+CREATE OR REPLACE VIEW semantic_daily AS
+WITH
     kept AS (
-        SELECT society, n, gram FROM grams GROUP BY society, n, gram HAVING count() >= 2
-    ),
-    act AS (
-        SELECT DISTINCT society, n, gram, day FROM grams WHERE (society, n, gram) IN kept
+        SELECT society, toDate(occurred_at) AS day, text_hash
+        FROM texts
+        WHERE (society, text_hash) NOT IN (
+            SELECT society, text_hash FROM texts GROUP BY society, text_hash HAVING count() > 1000
+        )
     ),
     per_day AS (
-        SELECT society, n, day, count() AS active FROM act GROUP BY society, n, day
-    ),
-    born AS (
-        SELECT society, n, first_day AS day, count() AS births
-        FROM (SELECT society, n, gram, min(day) AS first_day FROM act GROUP BY society, n, gram)
-        GROUP BY society, n, day
-    ),
-    -- n-grams of day d still used on d + 1, labelled d + 1 (no alias may shadow `day` next to a WHERE:
-    -- ClickHouse resolves aliases there too)
-    kept_next AS (
-        SELECT society, n, from_day + 1 AS day, survived
-        FROM
-        (
-            SELECT society, n, day AS from_day, count() AS survived
-            FROM act
-            WHERE (society, n, gram, day + 1) IN (SELECT society, n, gram, day FROM act)
-            GROUP BY society, n, from_day
-        )
+        SELECT k.society AS society, k.day AS day, count() AS texts, sumForEach(e.vector) AS total
+        FROM kept AS k
+        INNER JOIN (SELECT text_hash, vector FROM embeddings FINAL WHERE model = 'all-MiniLM-L6-v2') AS e
+            ON k.text_hash = e.text_hash
+        GROUP BY society, day
     )
 SELECT
     d.society AS society,
-    d.n       AS n,
     d.day     AS day,
-    d.active  AS active,
-    ifNull(b.births, 0) AS births,
-    births / active AS birth_rate,
-    if(isNull(p.active), NULL, p.active - ifNull(k.survived, 0)) AS deaths,
-    deaths / p.active AS death_rate
+    d.texts   AS texts,
+    if(d.texts < 2, NULL,
+       (arraySum(arrayMap(x -> x * x, d.total)) - d.texts) / (d.texts * (d.texts - 1))) AS mean_pairwise_similarity,
+    -- without a previous day the joined array is empty (arrays are never NULL): compare with itself, then NULL
+    if(isNull(p.texts), NULL,
+       1 - cosineDistance(d.total, if(empty(p.total), d.total, p.total))) AS centroid_similarity_prev_day
 FROM per_day AS d
-LEFT JOIN born AS b ON d.society = b.society AND d.n = b.n AND d.day = b.day
-LEFT JOIN (SELECT society, n, day + 1 AS day, active FROM per_day) AS p
-    ON d.society = p.society AND d.n = p.n AND d.day = p.day
-LEFT JOIN kept_next AS k ON d.society = k.society AND d.n = k.n AND d.day = k.day
+LEFT JOIN (SELECT society, day + 1 AS day, texts, total FROM per_day) AS p
+    ON d.society = p.society AND d.day = p.day
 SETTINGS join_use_nulls = 1;

@@ -1,0 +1,180 @@
+"""Build a society's report: every diagnostic in turn, each timed, each failing alone.
+
+A diagnostic that raises does not stop the report: its section carries the error and the others run. The
+embeddings the semantic and individual layers need are computed first (once per distinct text, stored in
+ClickHouse; see ``report.embeddings``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from report import collective, individual, social
+from report.embeddings import Encoder, ensure_embeddings
+from report.model import Item, Report, Scalar, Section
+from report.published import annotate
+from report.source import Warehouse, quoted
+
+log = structlog.get_logger(__name__)
+
+Diagnostic = Callable[[Warehouse, str], list[Item]]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Spec:
+    key: str
+    title: str
+    description: str
+    run: Diagnostic
+
+
+def _molt(module: str) -> Diagnostic:
+    def run(wh: Warehouse, society: str) -> list[Item]:
+        import importlib
+
+        items: list[Item] = importlib.import_module(f"report.{module}").items(wh, society)
+        return items
+
+    return run
+
+
+SPECS: list[Spec] = [
+    Spec(
+        "activity",
+        "Activity",
+        "Posts, comments, votes cast and newly active agents per UTC day (view activity_daily).",
+        social.activity,
+    ),
+    Spec(
+        "threads",
+        "Threads",
+        "Reply depth (a top-level comment has depth 1; a thread's depth is its deepest "
+        "comment, 0 without comments) and thread size (view threads).",
+        social.threads,
+    ),
+    Spec(
+        "lexical",
+        "Lexical turnover",
+        "Births and deaths of 1- to 5-grams per day, among n-grams used at least "
+        "twice (view lexical_turnover_daily).",
+        social.lexical_turnover,
+    ),
+    Spec(
+        "semantic",
+        "Semantic stability",
+        "all-MiniLM-L6-v2 embeddings: similarity of consecutive days' "
+        "centroids, mean pairwise similarity and mean similarity to the 10 nearest neighbours per day (view "
+        "semantic_daily; the neighbours in numpy).",
+        social.semantic,
+    ),
+    Spec(
+        "individual",
+        "Individual layer",
+        "Semantic drift of each agent's posts, adaptation to feedback "
+        "(votes) and the impact of commenting on an agent's later posts.",
+        individual.items,
+    ),
+    Spec(
+        "collective",
+        "Collective layer",
+        "PageRank on each window's interaction graph: share of the top "
+        "nodes, churn of the top-k set, super-nodes and their persistence.",
+        collective.items,
+    ),
+    Spec(
+        "roles",
+        "Structural roles",
+        "Per agent in-degree, out-degree, betweenness, clustering and PageRank "
+        "on the interaction graph; k-means with k chosen by silhouette (Molt Dynamics).",
+        _molt("roles"),
+    ),
+    Spec(
+        "cascades",
+        "Information cascades and saturation",
+        "Meme, skill and behavioural cascades, their "
+        "power-law fit, and whether adoption saturates with exposure (logistic model, Cox model).",
+        _molt("cascades"),
+    ),
+    Spec(
+        "cooperation",
+        "Cooperation events",
+        "Technical threads with at least 5 comments, 3 participants and "
+        "30 minutes, scored for quality (Molt Dynamics).",
+        _molt("cooperation"),
+    ),
+    Spec(
+        "agreement",
+        "Streaming vs batch",
+        "The pipeline's streaming metrics against the same figures recomputed here from the stored events.",
+        collective.agreement,
+    ),
+]
+
+
+def build_report(
+    wh: Warehouse,
+    society: str,
+    *,
+    embed: bool = True,
+    encoder: Encoder | None = None,
+    progress: Progress | None = None,
+    only: set[str] | None = None,
+) -> Report:
+    """The report of ``society`` (every diagnostic, or those in ``only``)."""
+    say = progress or (lambda _msg: None)
+    events = int(wh.query(f"SELECT count() FROM events FINAL WHERE society = {quoted(society)}").rows[0][0])
+    sections: list[Section] = []
+    settings: dict[str, Any] = {"embeddings": "all-MiniLM-L6-v2" if embed else "skipped"}
+    if embed and (only is None or {"semantic", "individual"} & only):
+        started = time.perf_counter()
+        enc = encoder or Encoder()
+        n, _ = ensure_embeddings(
+            wh, society, enc, progress=lambda done, todo: say(f"embedding texts {done:,}/{todo:,}")
+        )
+        settings["texts_embedded_now"] = n
+        settings["embedding_seconds"] = round(time.perf_counter() - started, 3)
+    for spec in SPECS:
+        if only is not None and spec.key not in only:
+            continue
+        if not embed and spec.key in ("semantic", "individual"):
+            continue
+        say(f"{spec.title} ...")
+        section = Section(spec.key, spec.title, spec.description)
+        started = time.perf_counter()
+        try:
+            section.items = [annotate(i) if isinstance(i, Scalar) else i for i in spec.run(wh, society)]
+        except Exception as exc:  # one diagnostic failing must not lose the others
+            log.exception("diagnostic_failed", diagnostic=spec.key, society=society)
+            section.error = f"{type(exc).__name__}: {exc}"
+        section.seconds = round(time.perf_counter() - started, 3)
+        _explain_nans(section)
+        sections.append(section)
+        say(f"{spec.title}: {section.seconds:.1f} s")
+    if events == 0:
+        for s in sections:
+            for i in s.items:
+                if isinstance(i, Scalar) and i.value is None:
+                    i.reason = f"the society {society!r} has no events stored. {i.reason or ''}".strip()
+    return Report(
+        society=society,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        events=events,
+        sections=sections,
+        settings=settings,
+    )
+
+
+def _explain_nans(section: Section) -> None:
+    """No NaN reaches the report without a word: a non-finite scalar becomes None with a reason."""
+    for item in section.items:
+        if isinstance(item, Scalar) and isinstance(item.value, float) and not math.isfinite(item.value):
+            item.value = None
+            item.reason = item.reason or "the computation gave no finite number (too little varied data)"

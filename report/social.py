@@ -1,0 +1,362 @@
+"""Social layer of the socialization study, and the thread shape: activity, lexical turnover, semantic
+stability (``../shared/notes/metrics.md``).
+
+Activity, thread shape and turnover are the views ``activity_daily``, ``threads`` and
+``lexical_turnover_daily``; semantic stability is ``semantic_daily`` plus the 10-nearest-neighbour
+similarity, which needs every pair of a day's texts and is computed here with numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from report.common import epoch, missing, num, records
+from report.embeddings import MODEL, vectors_for
+from report.model import Figure, Item, Scalar, Series, Table
+from report.source import Warehouse, quoted
+
+KNN = 10
+KNN_QUERIES = 5_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours
+HEAVY_COPIES = 1_000  # texts with more copies than this are left out of semantic stability
+
+
+def activity(wh: Warehouse, society: str) -> list[Item]:
+    rows = records(
+        wh,
+        f"SELECT day, posts, comments, votes, active_agents, new_agents FROM activity_daily "
+        f"WHERE society = {quoted(society)} ORDER BY day",
+    )
+    if not rows:
+        reason = "the society has no post, comment or vote with a time"
+        return [missing("activity.days", "days with activity", reason)]
+    xs = [epoch(r["day"]) for r in rows]
+    fig = Figure(
+        key="activity.daily",
+        title="Activity per day",
+        x_label="day (UTC)",
+        y_label="count",
+        x_kind="time",
+        series=[
+            Series(name=col.replace("_", " "), x=xs, y=[float(r[col]) for r in rows], style="line")
+            for col in ("posts", "comments", "votes", "new_agents")
+        ],
+    )
+    if len(rows) == 1:
+        fig.series = [Series(name=s.name, x=s.x, y=s.y, style="points") for s in fig.series]
+    table = Table(
+        key="activity.table",
+        title="Activity per day",
+        columns=["day", "posts", "comments", "votes", "active agents", "new agents"],
+        rows=[
+            [str(r["day"]), r["posts"], r["comments"], r["votes"], r["active_agents"], r["new_agents"]]
+            for r in rows
+        ],
+    )
+    total = {c: sum(int(r[c]) for r in rows) for c in ("posts", "comments", "votes", "new_agents")}
+    return [
+        Scalar("activity.days", "days with activity", len(rows)),
+        Scalar("activity.posts", "posts", total["posts"]),
+        Scalar("activity.comments", "comments", total["comments"]),
+        Scalar("activity.votes", "votes cast", total["votes"]),
+        Scalar("activity.agents", "active agents (ever)", total["new_agents"]),
+        Scalar("activity.posts_per_day", "posts per day (mean)", total["posts"] / len(rows)),
+        fig,
+        table,
+    ]
+
+
+def threads(wh: Warehouse, society: str) -> list[Item]:
+    """Reply depth and thread size (``threads`` view; top-level comment = depth 1)."""
+    q = quoted(society)
+    post_rows = records(
+        wh,
+        f"SELECT max_depth AS depth, count() AS posts, sum(comments) AS comments FROM threads "
+        f"WHERE society = {q} GROUP BY depth ORDER BY depth",
+    )
+    comment_rows = records(
+        wh,
+        f"SELECT depth, count() AS comments FROM events FINAL WHERE society = {q} "
+        f"AND type = 'comment_created' GROUP BY depth ORDER BY depth",
+    )
+    posts = sum(int(r["posts"]) for r in post_rows)
+    comments = sum(int(r["comments"]) for r in comment_rows)
+    out: list[Item] = [
+        Scalar("threads.posts", "posts", posts),
+        Scalar("threads.comments", "comments", comments),
+    ]
+    if posts == 0:
+        out.append(
+            missing(
+                "threads.share_posts_without_comment",
+                "share of posts without a comment",
+                "the society has no post",
+            )
+        )
+    else:
+        zero = sum(int(r["posts"]) for r in post_rows if int(r["depth"]) == 0)
+        with_c = [r for r in post_rows if int(r["depth"]) > 0]
+        out += [
+            Scalar("threads.share_posts_without_comment", "share of posts without a comment", zero / posts),
+            Scalar("threads.comments_per_post", "comments per post", comments / posts),
+            Scalar(
+                "threads.mean_depth_all",
+                "mean thread depth (all posts)",
+                sum(int(r["depth"]) * int(r["posts"]) for r in post_rows) / posts,
+            ),
+            Scalar(
+                "threads.mean_depth_commented",
+                "mean thread depth (posts with a comment)",
+                sum(int(r["depth"]) * int(r["posts"]) for r in with_c) / sum(int(r["posts"]) for r in with_c),
+            )
+            if with_c
+            else missing(
+                "threads.mean_depth_commented",
+                "mean thread depth (posts with a comment)",
+                "no post has a comment",
+            ),
+        ]
+    if comments == 0:
+        out.append(
+            missing(
+                "threads.share_top_level_comments",
+                "share of comments that are top-level",
+                "the society has no comment",
+            )
+        )
+    else:
+        by_depth = {int(r["depth"]): int(r["comments"]) for r in comment_rows}
+        out += [
+            Scalar(
+                "threads.share_top_level_comments",
+                "share of comments that are top-level (depth 1)",
+                by_depth.get(1, 0) / comments,
+            ),
+            Scalar(
+                "threads.share_reply_comments",
+                "share of comments that are replies (depth >= 2)",
+                sum(v for d, v in by_depth.items() if d >= 2) / comments,
+            ),
+            Scalar(
+                "threads.share_depth_3_plus_comments",
+                "share of comments at depth >= 3",
+                sum(v for d, v in by_depth.items() if d >= 3) / comments,
+            ),
+            Scalar("threads.max_depth", "deepest comment", max(by_depth)),
+        ]
+    if post_rows:
+        out.append(
+            Figure(
+                key="threads.depth_hist",
+                title="Thread depth (deepest comment; 0 = no comment)",
+                x_label="depth",
+                y_label="posts",
+                log_y=True,
+                series=[
+                    Series(
+                        "posts",
+                        [float(r["depth"]) for r in post_rows],
+                        [float(r["posts"]) for r in post_rows],
+                        style="bars",
+                    )
+                ],
+            )
+        )
+    return out
+
+
+def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
+    rows = records(
+        wh,
+        f"SELECT n, day, active, births, birth_rate, deaths, death_rate FROM lexical_turnover_daily "
+        f"WHERE society = {quoted(society)} ORDER BY n, day",
+    )
+    if not rows:
+        reason = "no n-gram occurs twice in the society's texts (or the society has no text)"
+        return [
+            missing(f"lexical.birth_rate_n{n}", f"mean birth rate, {n}-grams", reason) for n in range(1, 6)
+        ]
+    out: list[Item] = []
+    births: list[Series] = []
+    deaths: list[Series] = []
+    for n in range(1, 6):
+        mine = [r for r in rows if int(r["n"]) == n]
+        xs = [epoch(r["day"]) for r in mine]
+        # the first day is all births by definition; rates from the second day on
+        later = mine[1:]
+        b = [num(r["birth_rate"]) for r in later]
+        d = [num(r["death_rate"]) for r in later]
+        label_b, label_d = f"mean birth rate, {n}-grams (day 2 on)", f"mean death rate, {n}-grams"
+        if not later:
+            why = f"{n}-grams repeated in the society appear on one day only: a rate needs two days"
+            out += [
+                missing(f"lexical.birth_rate_n{n}", label_b, why),
+                missing(f"lexical.death_rate_n{n}", label_d, why),
+            ]
+        else:
+            bv = [x for x in b if x is not None]
+            dv = [x for x in d if x is not None]
+            out.append(
+                Scalar(f"lexical.birth_rate_n{n}", label_b, float(np.mean(bv)))
+                if bv
+                else missing(f"lexical.birth_rate_n{n}", label_b, "no day after the first has text")
+            )
+            out.append(
+                Scalar(f"lexical.death_rate_n{n}", label_d, float(np.mean(dv)))
+                if dv
+                else missing(f"lexical.death_rate_n{n}", label_d, "no two consecutive days have text")
+            )
+        births.append(Series(f"n={n}", xs, [num(r["birth_rate"]) for r in mine]))
+        deaths.append(Series(f"n={n}", xs, [num(r["death_rate"]) for r in mine]))
+    days = len({r["day"] for r in rows})
+    style = "points" if days == 1 else "line"
+    for s in births + deaths:
+        s.style = style  # type: ignore[assignment]
+    out.append(
+        Figure(
+            "lexical.birth",
+            "Lexical births per day (new n-grams / active n-grams)",
+            "day (UTC)",
+            "birth rate",
+            births,
+            x_kind="time",
+        )
+    )
+    out.append(
+        Figure(
+            "lexical.death",
+            "Lexical deaths per day (n-grams gone / active the day before)",
+            "day (UTC)",
+            "death rate",
+            deaths,
+            x_kind="time",
+            reason=None if days > 1 else "deaths need two consecutive days with text",
+        )
+    )
+    out.append(
+        Table(
+            "lexical.table",
+            "Lexical turnover per n and day",
+            ["n", "day", "active", "births", "birth rate", "deaths", "death rate"],
+            [
+                [
+                    r["n"],
+                    str(r["day"]),
+                    r["active"],
+                    r["births"],
+                    num(r["birth_rate"]),
+                    r["deaths"],
+                    num(r["death_rate"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    return out
+
+
+def knn_similarity(
+    vectors: npt.NDArray[np.float32], k: int = KNN, queries: int | None = None, seed: int = 0
+) -> float | None:
+    """Mean over texts of the mean cosine similarity to their ``k`` nearest other texts (unit vectors).
+
+    With ``queries`` set and fewer than the day's texts, that many texts (a seeded sample) are the queries;
+    their neighbours are searched among all texts. None with fewer than k + 1 texts.
+    """
+    n = len(vectors)
+    if n < k + 1:
+        return None
+    idx = np.arange(n)
+    if queries is not None and queries < n:
+        idx = np.sort(np.random.default_rng(seed).choice(n, size=queries, replace=False))
+    means = []
+    for start in range(0, len(idx), 1024):
+        rows = idx[start : start + 1024]
+        sims = vectors[rows] @ vectors.T
+        sims[np.arange(len(rows)), rows] = -np.inf  # not its own neighbour
+        top = np.partition(sims, n - k, axis=1)[:, n - k :]
+        means.append(top.mean(axis=1, dtype=np.float64))
+    return float(np.concatenate(means).mean())
+
+
+def semantic(wh: Warehouse, society: str) -> list[Item]:
+    q = quoted(society)
+    daily = records(
+        wh,
+        f"SELECT day, texts, mean_pairwise_similarity AS pairwise, centroid_similarity_prev_day AS centroid "
+        f"FROM semantic_daily WHERE society = {q} ORDER BY day",
+    )
+    if not daily:
+        reason = "the society has no text (posts or comments) with an embedding"
+        return [missing("semantic.mean_pairwise", "mean pairwise similarity", reason)]
+    heavy = (
+        f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
+        f"HAVING count() > {HEAVY_COPIES}"
+    )
+    knn: list[float | None] = []
+    for r in daily:
+        day = str(r["day"])
+        res = wh.query(
+            f"SELECT t.text_hash FROM texts AS t WHERE t.society = {q} AND toDate(t.occurred_at) = '{day}' "
+            f"AND (t.society, t.text_hash) NOT IN ({heavy})"
+        )
+        hashes = [int(row[0]) for row in res.rows]
+        vecs = vectors_for(
+            wh, f"SELECT text_hash FROM texts WHERE society = {q} AND toDate(occurred_at) = '{day}'"
+        )
+        mat = np.stack([vecs[h] for h in hashes if h in vecs]) if hashes else np.zeros((0, 1), np.float32)
+        knn.append(knn_similarity(mat, queries=KNN_QUERIES))
+    xs = [epoch(r["day"]) for r in daily]
+    style = "points" if len(daily) == 1 else "line"
+    fig = Figure(
+        "semantic.daily",
+        f"Semantic stability per day ({MODEL}, cosine)",
+        "day (UTC)",
+        "similarity",
+        [
+            Series("centroid vs previous day", xs, [num(r["centroid"]) for r in daily], style=style),
+            Series("mean pairwise", xs, [num(r["pairwise"]) for r in daily], style=style),
+            Series(f"mean of {KNN} nearest", xs, knn, style=style),
+        ],
+        x_kind="time",
+    )
+
+    def mean_of(values: list[float | None], key: str, label: str, why: str) -> Scalar:
+        vals = [v for v in values if v is not None]
+        return Scalar(key, label, float(np.mean(vals))) if vals else missing(key, label, why)
+
+    return [
+        Scalar(
+            "semantic.texts",
+            "texts embedded (after removing texts with > 1,000 copies)",
+            sum(int(r["texts"]) for r in daily),
+        ),
+        mean_of(
+            [num(r["centroid"]) for r in daily],
+            "semantic.centroid_similarity",
+            "mean centroid similarity between consecutive days",
+            "no two consecutive days have text",
+        ),
+        mean_of(
+            [num(r["pairwise"]) for r in daily],
+            "semantic.mean_pairwise",
+            "mean pairwise similarity (mean over days)",
+            "no day has two texts",
+        ),
+        mean_of(
+            knn,
+            "semantic.knn10",
+            f"mean similarity to the {KNN} nearest neighbours (mean over days)",
+            f"no day has more than {KNN} texts",
+        ),
+        fig,
+        Table(
+            "semantic.table",
+            "Semantic stability per day",
+            ["day", "texts", "centroid vs previous day", "mean pairwise", f"mean of {KNN} nearest"],
+            [
+                [str(r["day"]), r["texts"], num(r["centroid"]), num(r["pairwise"]), k]
+                for r, k in zip(daily, knn, strict=True)
+            ],
+        ),
+    ]
