@@ -258,6 +258,78 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 
 
 @main.command()
+@click.argument("society_name")
+@click.option("--vs", "other", help="a second society, shown side by side")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="HTML file to write (default <society>[-vs-<other>]-report.html); the JSON goes beside it",
+)
+@click.option("--no-embeddings", is_flag=True, help="skip the layers that need sentence embeddings")
+@click.option(
+    "--only",
+    multiple=True,
+    help="run only these diagnostics (repeatable): activity, threads, lexical, semantic, individual, "
+    "collective, roles, cascades, cooperation, agreement",
+)
+def report(
+    society_name: str, other: str | None, out: Path | None, no_embeddings: bool, only: tuple[str, ...]
+) -> None:
+    """Write the MoltBook studies' diagnostics of a society as an offline HTML report and a JSON file.
+
+    Social, individual and collective layers, Molt Dynamics' roles, cascades, saturation and cooperation,
+    and the streaming metrics checked against a batch recomputation; published MoltBook values alongside.
+    """
+    from dashboard.panels import BadSocietyName, check_society_name
+    from report.build import SPECS, build_report
+    from report.source import open_warehouse
+    from report.write import write_report
+    from society.query import QueryError
+
+    names = [society_name] + ([other] if other else [])
+    try:
+        for n in names:
+            check_society_name(n)
+    except BadSocietyName as exc:
+        raise click.UsageError(str(exc)) from None
+    known = {s.key for s in SPECS}
+    if unknown := set(only) - known:
+        raise click.UsageError(f"unknown diagnostic(s) {sorted(unknown)}; choose from {sorted(known)}")
+    out = out or Path(f"{'-vs-'.join(names)}-report.html")
+    wh = open_warehouse(get_settings())
+    reports = []
+    try:
+        for n in names:
+            found = wh.query(f"SELECT count() FROM events WHERE society = '{n}'").rows[0][0]
+            if not found:
+                stored = [r[0] for r in wh.query("SELECT DISTINCT society FROM events ORDER BY 1").rows]
+                console.print(
+                    f"[yellow]society {n!r} has no stored events[/yellow] "
+                    f"(stored: {', '.join(stored) or 'none'}); the report will say what it cannot compute",
+                    highlight=False,
+                )
+            with console.status(f"{n}: starting") as status:
+                reports.append(
+                    build_report(
+                        wh,
+                        n,
+                        embed=not no_embeddings,
+                        only=set(only) or None,
+                        progress=lambda msg, n=n: status.update(f"{n}: {msg}"),  # type: ignore[misc]
+                    )
+                )
+            for sec in reports[-1].sections:
+                flag = f"[red]failed: {sec.error}[/red]" if sec.error else ""
+                console.print(f"  {n} · {sec.title}: {sec.seconds:.1f} s {flag}", highlight=False)
+    except QueryError as exc:
+        raise click.ClickException(f"query failed: {exc}") from None
+    finally:
+        wh.close()
+    html_path, json_path = write_report(reports, out)
+    console.print(f"report: {html_path.resolve()}\nnumbers: {json_path.resolve()}", highlight=False)
+
+
+@main.command()
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")
 def sql(sql: str, fmt: str) -> None:

@@ -1,0 +1,1 @@
+"""``society report``: the MoltBook studies' diagnostics of a society, as offline HTML and JSON."""
