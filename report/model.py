@@ -47,12 +47,15 @@ class Table:
     kind: Literal["table"] = "table"
 
 
+Style = Literal["line", "points", "bars"]
+
+
 @dataclass
 class Series:
     name: str
     x: list[float]
     y: list[float | None]
-    style: Literal["line", "points", "bars"] = "line"
+    style: Style = "line"
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from report.common import epoch, missing, num, records
 from report.embeddings import MODEL, vectors_for
-from report.model import Figure, Item, Scalar, Series, Table
+from report.model import Figure, Item, Scalar, Series, Style, Table
 from report.source import Warehouse, quoted
 
 KNN = 10
@@ -307,7 +307,7 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
         mat = np.stack([vecs[h] for h in hashes if h in vecs]) if hashes else np.zeros((0, 1), np.float32)
         knn.append(knn_similarity(mat, queries=KNN_QUERIES))
     xs = [epoch(r["day"]) for r in daily]
-    style = "points" if len(daily) == 1 else "line"
+    style: Style = "points" if len(daily) == 1 else "line"
     fig = Figure(
         "semantic.daily",
         f"Semantic stability per day ({MODEL}, cosine)",

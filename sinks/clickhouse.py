@@ -131,7 +131,7 @@ def connect(url: str) -> Any:
     return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
 
 
-SCHEMA_FILES = ("tables.sql", "diagnostics.sql")
+SCHEMA_FILES = ("tables.sql", "diagnostics.sql", "molt_dynamics.sql")
 """Applied in this order: the sink's tables and views, then the studies' diagnostics as views."""
 
 

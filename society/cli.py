@@ -282,6 +282,7 @@ def report(
     """
     from dashboard.panels import BadSocietyName, check_society_name
     from report.build import SPECS, build_report
+    from report.embeddings import Encoder
     from report.source import open_warehouse
     from report.write import write_report
     from society.query import QueryError
@@ -297,6 +298,7 @@ def report(
         raise click.UsageError(f"unknown diagnostic(s) {sorted(unknown)}; choose from {sorted(known)}")
     out = out or Path(f"{'-vs-'.join(names)}-report.html")
     wh = open_warehouse(get_settings())
+    encoder = Encoder()  # one model load for both societies
     reports = []
     try:
         for n in names:
@@ -314,6 +316,7 @@ def report(
                         wh,
                         n,
                         embed=not no_embeddings,
+                        encoder=encoder,
                         only=set(only) or None,
                         progress=lambda msg, n=n: status.update(f"{n}: {msg}"),  # type: ignore[misc]
                     )

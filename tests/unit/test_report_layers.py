@@ -8,6 +8,7 @@ measure with plain numpy loops, and PageRank per day with networkx from the Pyth
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import defaultdict
 from collections.abc import Iterator
@@ -122,7 +123,8 @@ def _text(e: Event) -> str:
 
 def _value(items: list[Any], key: str) -> float:
     found = [i for i in items if isinstance(i, Scalar) and i.key == key]
-    assert found and found[0].value is not None, (key, found)
+    assert found, key
+    assert found[0].value is not None, (key, found)
     return float(found[0].value)
 
 
@@ -158,9 +160,7 @@ def test_semantic_stability_matches_numpy(stored: tuple[ClientWarehouse, list[Ev
             others = sorted((_cos(v[i], v[j]) for j in range(n) if j != i), reverse=True)
             per_text.append(sum(others[:10]) / 10)
         knn.append(sum(per_text) / n)
-    centroid = [
-        _cos(vecs[a].mean(axis=0), vecs[b].mean(axis=0)) for a, b in zip(days, days[1:], strict=False)
-    ]
+    centroid = [_cos(vecs[a].mean(axis=0), vecs[b].mean(axis=0)) for a, b in itertools.pairwise(days)]
     items = social.semantic(wh, SOC)
     assert _value(items, "semantic.mean_pairwise") == pytest.approx(np.mean(pairwise), abs=2e-5)
     assert _value(items, "semantic.knn10") == pytest.approx(np.mean(knn), abs=2e-5)
@@ -237,10 +237,12 @@ def test_individual_layer_matches_direct_loops(stored: tuple[ClientWarehouse, li
     assert _value(items, "individual.societal_pull") == pytest.approx(np.mean(pulls), abs=1e-5)
     assert _value(items, "individual.impact_pairs") == len(impacts) > 0
     assert _value(items, "individual.interaction_impact") == pytest.approx(np.mean(impacts), abs=1e-5)
-    fb = [i for i in items if isinstance(i, Scalar) and i.key == "individual.feedback_net_progress"][0]
+    fb = next(i for i in items if isinstance(i, Scalar) and i.key == "individual.feedback_net_progress")
     most = max(len(p) for p in by_agent.values())
     if most < 20:
-        assert fb.value is None and fb.reason and str(most) in fb.reason
+        assert fb.value is None
+        assert fb.reason
+        assert str(most) in fb.reason
 
 
 def test_feedback_progress_against_hand_loop() -> None:
@@ -294,7 +296,7 @@ def test_collective_layer_per_day_against_networkx(
         sets.append({n for n, _ in ranked[:10]})
         scores = np.array(list(pr.values()))
         supers_n.append(int((scores > scores.mean() + 3 * scores.std()).sum()))
-    churns = [1 - len(a & b) / len(a | b) for a, b in zip(sets, sets[1:], strict=False)]
+    churns = [1 - len(a & b) / len(a | b) for a, b in itertools.pairwise(sets)]
     items = collective.items(wh, SOC)
     assert _value(items, "collective.window_seconds") == 86400
     assert _value(items, "collective.windows") == len(days) == 3
