@@ -52,9 +52,10 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) browser ## Pipeline rates (bench.pipeline), then dashboard query and page times (bench.dashboard)
+bench: $(STAMP) browser ## Pipeline rates, dashboard query and page times, full report at 1M events (bench.*)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.dashboard
+	$(BIN)/python -m bench.report
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

@@ -1431,6 +1431,8 @@ NOTES_END = "<!-- notes:end -->"
 
 
 DASHBOARD_BEGIN, DASHBOARD_END = "<!-- dashboard:begin -->", "<!-- dashboard:end -->"
+REPORT_BEGIN, REPORT_END = "<!-- report:begin -->", "<!-- report:end -->"
+KEPT_BLOCKS = [(DASHBOARD_BEGIN, DASHBOARD_END), (REPORT_BEGIN, REPORT_END)]  # written by other benchmarks
 
 
 def _block(text: str, begin: str, end: str) -> str | None:
@@ -1459,14 +1461,16 @@ def code_warning(run: Run) -> str:
 def write_markdown(run: Run, path: Path) -> None:
     old_history: list[str] = []
     notes = ""
-    dashboard: str | None = None  # written by bench.dashboard; kept as it is
+    kept: dict[str, str] = {}  # blocks written by bench.dashboard and bench.report; kept as they are
     if path.exists():
         text = path.read_text()
         block = _block(text, HISTORY_BEGIN, HISTORY_END)
         if block is not None:
             old_history = [ln for ln in block.splitlines() if ln.startswith("| 20")]
         notes = _block(text, NOTES_BEGIN, NOTES_END) or ""
-        dashboard = _block(text, DASHBOARD_BEGIN, DASHBOARD_END)
+        for begin, end in KEPT_BLOCKS:
+            if (found := _block(text, begin, end)) is not None:
+                kept[begin] = found
     m = run.machine
     ds = run.dataset
     lat = run.latency
@@ -1573,8 +1577,9 @@ def write_markdown(run: Run, path: Path) -> None:
         "date", "events", "ceiling/s", "producer/s", "processor/s", "sink/s", "e2e/s", "latency p99 s",
         "worker peak RSS", "load 1 min", "replay/s",
     ]  # fmt: skip
-    if dashboard is not None:
-        parts.append(DASHBOARD_BEGIN + "\n" + dashboard + "\n" + DASHBOARD_END + "\n")
+    for begin, end in KEPT_BLOCKS:
+        if begin in kept:
+            parts.append(begin + "\n" + kept[begin] + "\n" + end + "\n")
     parts.append("## History\n")
     parts.append("One line per run that wrote this file, newest last.\n")
     parts.append(

@@ -81,7 +81,14 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     ranked = [r for r in rows if r["nodes"]]
     if not ranked:
         why = "no window has an interaction (a comment answering another agent)"
-        return [*out, missing("collective.top1_share", "mean top-1 PageRank share", why)]
+        keys = [("collective.windows", "windows with an interaction graph")]
+        keys += [(f"collective.top{k}_share", f"mean top-{k} PageRank share") for k in sorted({1, 3, top_k})]
+        keys += [
+            ("collective.topk_churn", f"mean top-{top_k} churn (1 - Jaccard) between windows"),
+            ("collective.super_nodes", "mean super-nodes per window (PageRank > mean + 3 sd)"),
+            ("collective.super_node_persistence", "share of super-nodes still super-nodes next window"),
+        ]
+        return [*out, *(missing(k, label, why) for k, label in keys)]
     out.append(Scalar("collective.windows", "windows with an interaction graph", len(ranked)))
     for k in sorted({1, 3, top_k}):
         out.append(

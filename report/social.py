@@ -19,6 +19,20 @@ from report.source import Warehouse, quoted
 KNN = 10
 KNN_QUERIES = 5_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours
 HEAVY_COPIES = 1_000  # texts with more copies than this are left out of semantic stability
+SEMANTIC_KEYS = [
+    ("semantic.texts", "texts embedded (after removing texts with > 1,000 copies)"),
+    ("semantic.centroid_similarity", "mean centroid similarity between consecutive days"),
+    ("semantic.mean_pairwise", "mean pairwise similarity (mean over days)"),
+    ("semantic.knn10", f"mean similarity to the {KNN} nearest neighbours (mean over days)"),
+]
+ACTIVITY_KEYS = [
+    ("activity.days", "days with activity"),
+    ("activity.posts", "posts"),
+    ("activity.comments", "comments"),
+    ("activity.votes", "votes cast"),
+    ("activity.agents", "active agents (ever)"),
+    ("activity.posts_per_day", "posts per day (mean)"),
+]
 
 
 def activity(wh: Warehouse, society: str) -> list[Item]:
@@ -29,7 +43,7 @@ def activity(wh: Warehouse, society: str) -> list[Item]:
     )
     if not rows:
         reason = "the society has no post, comment or vote with a time"
-        return [missing("activity.days", "days with activity", reason)]
+        return [missing(k, label, reason) for k, label in ACTIVITY_KEYS]
     xs = [epoch(r["day"]) for r in rows]
     fig = Figure(
         key="activity.daily",
@@ -54,13 +68,10 @@ def activity(wh: Warehouse, society: str) -> list[Item]:
         ],
     )
     total = {c: sum(int(r[c]) for r in rows) for c in ("posts", "comments", "votes", "new_agents")}
+    values: list[float] = [len(rows), total["posts"], total["comments"], total["votes"], total["new_agents"]]
+    values.append(total["posts"] / len(rows))
     return [
-        Scalar("activity.days", "days with activity", len(rows)),
-        Scalar("activity.posts", "posts", total["posts"]),
-        Scalar("activity.comments", "comments", total["comments"]),
-        Scalar("activity.votes", "votes cast", total["votes"]),
-        Scalar("activity.agents", "active agents (ever)", total["new_agents"]),
-        Scalar("activity.posts_per_day", "posts per day (mean)", total["posts"] / len(rows)),
+        *(Scalar(k, label, v) for (k, label), v in zip(ACTIVITY_KEYS, values, strict=True)),
         fig,
         table,
     ]
@@ -86,13 +97,13 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
         Scalar("threads.comments", "comments", comments),
     ]
     if posts == 0:
-        out.append(
-            missing(
-                "threads.share_posts_without_comment",
-                "share of posts without a comment",
-                "the society has no post",
-            )
-        )
+        why = "the society has no post"
+        out += [
+            missing("threads.share_posts_without_comment", "share of posts without a comment", why),
+            missing("threads.comments_per_post", "comments per post", why),
+            missing("threads.mean_depth_all", "mean thread depth (all posts)", why),
+            missing("threads.mean_depth_commented", "mean thread depth (posts with a comment)", why),
+        ]
     else:
         zero = sum(int(r["posts"]) for r in post_rows if int(r["depth"]) == 0)
         with_c = [r for r in post_rows if int(r["depth"]) > 0]
@@ -117,13 +128,15 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
             ),
         ]
     if comments == 0:
-        out.append(
+        why = "the society has no comment"
+        out += [
             missing(
-                "threads.share_top_level_comments",
-                "share of comments that are top-level",
-                "the society has no comment",
-            )
-        )
+                "threads.share_top_level_comments", "share of comments that are top-level (depth 1)", why
+            ),
+            missing("threads.share_reply_comments", "share of comments that are replies (depth >= 2)", why),
+            missing("threads.share_depth_3_plus_comments", "share of comments at depth >= 3", why),
+            missing("threads.max_depth", "deepest comment", why),
+        ]
     else:
         by_depth = {int(r["depth"]): int(r["comments"]) for r in comment_rows}
         out += [
@@ -288,7 +301,7 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
     )
     if not daily:
         reason = "the society has no text (posts or comments) with an embedding"
-        return [missing("semantic.mean_pairwise", "mean pairwise similarity", reason)]
+        return [missing(k, label, reason) for k, label in SEMANTIC_KEYS]
     heavy = (
         f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
         f"HAVING count() > {HEAVY_COPIES}"
