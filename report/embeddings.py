@@ -23,6 +23,7 @@ from report.source import Warehouse, quoted
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
 DIM = 384
 BATCH = 2_000  # texts fetched, encoded and stored per round
+SINK_ROWS = 100  # vectors per INSERT statement through the sink (about 0.5 MB of SQL)
 
 log = structlog.get_logger(__name__)
 FloatMatrix = npt.NDArray[np.float32]
@@ -109,11 +110,16 @@ def store(wh: Warehouse, hashes: Sequence[int], vectors: FloatMatrix) -> None:
             column_names=["model", "text_hash", "vector"],
         )
         return
-    values = ",".join(
-        f"('{MODEL}',{int(h)},[{','.join(repr(float(x)) for x in v)}])"
-        for h, v in zip(hashes, vectors, strict=True)
-    )
-    wh.command(f"INSERT INTO embeddings (model, text_hash, vector) VALUES {values}")
+    # Through the sink's /query (whose requests are capped at 1 MiB): SQL text, SINK_ROWS vectors per
+    # statement, each float written with 9 significant digits (exact for float32).
+    for start in range(0, len(hashes), SINK_ROWS):
+        values = ",".join(
+            f"('{MODEL}',{int(h)},[{','.join(format(float(x), '.9g') for x in v)}])"
+            for h, v in zip(
+                hashes[start : start + SINK_ROWS], vectors[start : start + SINK_ROWS], strict=True
+            )
+        )
+        wh.command(f"INSERT INTO embeddings (model, text_hash, vector) VALUES {values}")
 
 
 def vectors_for(wh: Warehouse, sql_hashes: str) -> dict[int, FloatMatrix]:

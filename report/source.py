@@ -69,7 +69,10 @@ class SinkWarehouse:
         self.url = url
 
     def query(self, sql: str) -> Result:
-        return query_http(self.url, sql, timeout=3600.0)
+        try:
+            return query_http(self.url, sql, timeout=3600.0)
+        except urllib.error.URLError as exc:
+            raise QueryError(f"the sink at {self.url} did not answer ({exc.reason})") from None
 
     def command(self, sql: str) -> None:
         req = urllib.request.Request(
@@ -82,6 +85,8 @@ class SinkWarehouse:
                 resp.read()
         except urllib.error.HTTPError as exc:
             raise QueryError(exc.read().decode(errors="replace")) from None
+        except urllib.error.URLError as exc:
+            raise QueryError(f"the sink at {self.url} did not answer ({exc.reason})") from None
 
     def close(self) -> None:
         return None
