@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +34,7 @@ MIN_POSTS = 4
 WINDOW = 10
 SHARE = 0.3
 
-Vec = npt.NDArray[np.float64]
+Vec = npt.NDArray[np.floating[Any]]
 
 
 def _cos(a: Vec, b: Vec) -> float:
@@ -94,14 +95,47 @@ def feedback_progress(posts_by_agent: dict[str, list[Post]]) -> list[float]:
 def interaction_impact(
     posts_by_agent: dict[str, list[Post]], comments: list[tuple[str, float, Vec]]
 ) -> list[float]:
-    """Impact of each (commenter, time, vector of the text commented on) with posts before and after."""
-    out: list[float] = []
+    """Impact of each (commenter, time, vector of the text commented on) with posts before and after.
+
+    Per agent, prefix sums of its time-ordered post vectors give the centroids of the posts strictly before
+    and strictly after each comment (vectorised over the agent's comments).
+    """
+    by_actor: dict[str, list[tuple[float, Vec]]] = defaultdict(list)
     for actor, at, target in comments:
+        by_actor[actor].append((at, target))
+    out: list[float] = []
+    for actor, mine in by_actor.items():
         posts = posts_by_agent.get(actor, [])
-        before = [p.vec for p in posts if p.at < at]
-        after = [p.vec for p in posts if p.at > at]
-        if before and after:
-            out.append(_cos(np.mean(after, axis=0), target) - _cos(np.mean(before, axis=0), target))
+        if len(posts) < 2:
+            continue
+        times = np.fromiter((p.at for p in posts), dtype=np.float64, count=len(posts))
+        order = np.argsort(times, kind="stable")
+        times = times[order]
+        vecs = np.stack([posts[k].vec for k in order])
+        prefix = np.vstack([np.zeros(vecs.shape[1]), np.cumsum(vecs, axis=0)])
+        when = np.fromiter((c[0] for c in mine), dtype=np.float64, count=len(mine))
+        before: npt.NDArray[np.int64] = np.searchsorted(times, when, side="left")  # posts strictly earlier
+        after_start: npt.NDArray[np.int64] = np.searchsorted(times, when, side="right")  # first one later
+        n_after = len(times) - after_start
+        ok = (before > 0) & (n_after > 0)
+        if not ok.any():
+            continue
+        idx = np.flatnonzero(ok)
+        early = prefix[before[idx]] / before[idx, None]
+        late = (prefix[-1] - prefix[after_start[idx]]) / n_after[idx, None]
+        target = np.stack([mine[k][1] for k in idx])
+        out.extend((_rowcos(late, target) - _rowcos(early, target)).tolist())
+    return out
+
+
+def _rowcos(a: Vec, b: Vec) -> npt.NDArray[np.float64]:
+    """Row-wise cosine similarity (0 where a row is zero)."""
+    na = np.linalg.norm(a, axis=1)
+    nb = np.linalg.norm(b, axis=1)
+    den = na * nb
+    out: npt.NDArray[np.float64] = np.divide(
+        np.einsum("ij,ij->i", a, b), den, out=np.zeros_like(den, dtype=np.float64), where=den > 0
+    )
     return out
 
 
@@ -139,9 +173,7 @@ def load(
             WHERE x.actor != c.actor""",
     )
     comments = [
-        (str(r["actor"]), int(r["at"]) / 1e6, vecs[int(r["h"])].astype(np.float64))
-        for r in comment_rows
-        if int(r["h"]) in vecs
+        (str(r["actor"]), int(r["at"]) / 1e6, vecs[int(r["h"])]) for r in comment_rows if int(r["h"]) in vecs
     ]
     all_posts = [p.vec for ps in by_agent.values() for p in ps]
     centroid = np.mean(all_posts, axis=0) if all_posts else None

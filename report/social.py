@@ -8,6 +8,8 @@ similarity, which needs every pair of a day's texts and is computed here with nu
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import numpy.typing as npt
 
@@ -17,13 +19,17 @@ from report.model import Figure, Item, Scalar, Series, Style, Table
 from report.source import Warehouse, quoted
 
 KNN = 10
-KNN_QUERIES = 5_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours
+KNN_QUERIES = 2_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours
 HEAVY_COPIES = 1_000  # texts with more copies than this are left out of semantic stability
 SEMANTIC_KEYS = [
     ("semantic.texts", "texts embedded (after removing texts with > 1,000 copies)"),
     ("semantic.centroid_similarity", "mean centroid similarity between consecutive days"),
     ("semantic.mean_pairwise", "mean pairwise similarity (mean over days)"),
-    ("semantic.knn10", f"mean similarity to the {KNN} nearest neighbours (mean over days)"),
+    (
+        "semantic.knn10",
+        f"mean similarity to the {KNN} nearest neighbours (mean over days; at most {KNN_QUERIES:,} "
+        "sampled texts of a day search among all of its texts)",
+    ),
 ]
 ACTIVITY_KEYS = [
     ("activity.days", "days with activity"),
@@ -306,18 +312,18 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
         f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
         f"HAVING count() > {HEAVY_COPIES}"
     )
+    # the day of every kept text, and each distinct text's vector fetched once
+    by_day: dict[str, list[int]] = defaultdict(list)
+    for day, h in wh.query(
+        f"SELECT toString(toDate(occurred_at)), text_hash FROM texts WHERE society = {q} "
+        f"AND (society, text_hash) NOT IN ({heavy})"
+    ).rows:
+        by_day[str(day)].append(int(h))
+    vecs = vectors_for(wh, f"SELECT DISTINCT text_hash FROM texts WHERE society = {q}")
     knn: list[float | None] = []
     for r in daily:
-        day = str(r["day"])
-        res = wh.query(
-            f"SELECT t.text_hash FROM texts AS t WHERE t.society = {q} AND toDate(t.occurred_at) = '{day}' "
-            f"AND (t.society, t.text_hash) NOT IN ({heavy})"
-        )
-        hashes = [int(row[0]) for row in res.rows]
-        vecs = vectors_for(
-            wh, f"SELECT text_hash FROM texts WHERE society = {q} AND toDate(occurred_at) = '{day}'"
-        )
-        mat = np.stack([vecs[h] for h in hashes if h in vecs]) if hashes else np.zeros((0, 1), np.float32)
+        hashes = [h for h in by_day.get(str(r["day"]), []) if h in vecs]
+        mat = np.stack([vecs[h] for h in hashes]) if hashes else np.zeros((0, 1), np.float32)
         knn.append(knn_similarity(mat, queries=KNN_QUERIES))
     xs = [epoch(r["day"]) for r in daily]
     style: Style = "points" if len(daily) == 1 else "line"
