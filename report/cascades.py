@@ -125,13 +125,28 @@ def fit_cox(exposure: FloatArray, adopted: FloatArray, hours: FloatArray) -> Cox
         return "no exposed agent adopted: the hazard model has no events"
     if np.unique(exposure).size < 2:
         return "every exposed pair has the same exposure: no variation to model"
+    # Fitted on the standardised exposure with BFGS from 0: statsmodels' default Newton steps overflow
+    # exp(beta * exposure) when exposures reach the hundreds (seen at 1M events: NaN), BFGS does not.
+    # The coefficient per unit of exposure is the standardised one divided by the standard deviation.
+    sd = float(exposure.std())
+    z = (exposure - float(exposure.mean())) / sd
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = PHReg(hours, exposure[:, None], status=adopted, ties="efron").fit()
+            fit = PHReg(hours, z[:, None], status=adopted, ties="efron").fit(
+                start_params=np.zeros(1), method="bfgs", maxiter=200, disp=False
+            )
     except Exception as exc:  # numerical failures of the optimiser
         return f"the Cox model could not be fitted ({type(exc).__name__}: {exc})"
-    coef = float(np.asarray(fit.params, dtype=np.float64)[0])
+    params = np.asarray(fit.params, dtype=np.float64)
+    gradient = (
+        float(np.abs(np.asarray(fit.model.score(params))).max()) / exposure.size
+        if np.isfinite(params).all()
+        else math.inf
+    )
+    if not gradient < 1e-4:  # the optimiser's own tolerance is 1e-5 on this per-row gradient
+        return "the Cox model did not converge (the partial likelihood's gradient is not 0 at the end)"
+    coef = float(params[0]) / sd
     if not math.isfinite(coef) or abs(coef) > 700:
         return "the Cox model did not converge (the exposure coefficient diverges)"
     c = concordance(hours, coef * exposure, adopted.astype(bool))
