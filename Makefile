@@ -28,7 +28,7 @@ browser: ## Install Debian's chromium (dashboard tests) with apt when it is miss
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@chromium --version
 
-demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, then query it
+demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, query it, write its report
 	@rm -rf .society/demo-clickhouse
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --duration 60
 	@echo; echo "== Example queries (society sql \"...\")"
@@ -40,6 +40,8 @@ demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, then query i
 	  "SELECT window_start, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('cascade_size_powerlaw') AND dim IN ('alpha', 'xmin') ORDER BY window_start DESC, dim LIMIT 6"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
 	  "SELECT window_start, metric, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('pagerank_top_share', 'topk_churn', 'share_no_comment') ORDER BY window_start DESC, metric, dim LIMIT 10"
+	@echo; echo "== The MoltBook studies' diagnostics of this society (society report)"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society report demo --out .society/demo-report.html
 
 test: $(STAMP) browser ## Run the whole test suite (unit + integration on the real broker, chDB and Chromium)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -286,10 +286,11 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: Path, block: str) -> None:
+def write_markdown(path: Path, block: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put ``block`` (which starts with ``begin`` and ends with ``end``) in place of the old one."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", lambda m: block, text, flags=re.S)
+    if begin in text and end in text:
+        text = re.sub(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", lambda m: block, text, flags=re.S)
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text, encoding="utf-8")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import shutil
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dashboard import count, produce
+from bench.dashboard import count, produce, write_markdown
 from bench.dataset import build
 from bench.pipeline import REPORT_BEGIN as BEGIN
 from bench.pipeline import REPORT_END as END
@@ -156,15 +155,6 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: Path, block: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", lambda m: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -206,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     block = markdown(res, rep)
     err.print(block)
     if not args.no_write:
-        write_markdown(args.out, block)
+        write_markdown(args.out, block, BEGIN, END)
         err.print(f"wrote {args.out}")
     return 0
 

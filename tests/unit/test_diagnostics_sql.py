@@ -11,29 +11,19 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
+from stored_events import open_chdb, store_events
 from test_importers import DATA, DETAIL, KELKALOT
 
 from importers import import_path
 from schemas.events import AgentRegistered, CommentCreated, Event, PostCreated, VoteCast
 from schemas.ids import uuid7
-from schemas.wire import encode_event
-from sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, connect, ensure_schema, rows_for_events
+from sinks.clickhouse import ensure_schema
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"MoltBook samples not found at {DATA}")
 SOC = "diag"
-
-
-class Rec(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    timestamp: int
 
 
 def _made(at: datetime) -> list[Event]:
@@ -67,10 +57,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, list
         events.extend(e.model_copy(update={"society": SOC}) for e in import_path(path, SOC).events)
     events.extend(_made(datetime(2026, 2, 3, 9, 30, tzinfo=UTC)))
     assert len({e.event_id for e in events}) == len(events)
-    recs = [Rec(f"society.{SOC}.events", 0, i, None, encode_event(e), [], 0) for i, e in enumerate(events)]
-    client = connect(f"chdb://{tmp_path_factory.mktemp('diag') / 'ch'}")
-    ensure_schema(client)
-    client.insert(EVENTS_TABLE, rows_for_events(recs), column_names=list(EVENT_COLUMNS))
+    client = open_chdb(str(tmp_path_factory.mktemp("diag") / "ch"))
+    store_events(client, events)
     yield client, events
     client.close()  # chDB serves one data directory per process at a time
 
