@@ -178,7 +178,8 @@ CREATE TABLE IF NOT EXISTS embeddings
     _inserted_at DateTime64(3, 'UTC') DEFAULT now64(3)
 )
 ENGINE = ReplacingMergeTree
-ORDER BY (model, text_hash);
+ORDER BY (model, text_hash)
+SETTINGS non_replicated_deduplication_window = 1000;
 
 -- semantic_daily: per society and UTC day, the semantic stability of the day's texts under
 -- all-MiniLM-L6-v2 (texts with more than 1,000 identical copies in the society are left out first, as in
