@@ -279,8 +279,8 @@ def test_schema_statements() -> None:
     # use are data, kept
     diagnostics = [
         "interaction_edges", "activity_daily", "lexical_turnover_daily", "texts", "embeddings",
-        "semantic_daily", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads", "cooperation_events",
-        "cooperation_baseline",
+        "semantic_daily", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads",
+        "cooperation_events", "cooperation_baseline",
     ]  # fmt: skip
     assert [c[:5] for c in created[5:]] == [
         ["CREATE", "TABLE", "IF", "NOT", "EXISTS"]
