@@ -58,7 +58,8 @@ def cohens_d(n1: int, mean1: float, var1: float, n2: int, mean2: float, var2: fl
     if n1 < 2 or n2 < 2:
         return f"Cohen's d needs at least 2 values per group ({n1} cooperation events, {n2} baseline posts)"
     pooled = ((n1 - 1) * var1 + (n2 - 1) * var2) / (n1 + n2 - 2)
-    if not pooled > 0:
+    # qualities are multiples of 0.1: any real spread is far above 1e-12; below it is float rounding
+    if not pooled > 1e-12:
         return "quality is the same value in both groups: no spread, Cohen's d undefined"
     return (mean1 - mean2) / math.sqrt(pooled)
 
