@@ -316,3 +316,23 @@ def test_whole_report_has_no_unexplained_gap(stored: tuple[ClientWarehouse, list
         for i in s.items:
             if isinstance(i, Scalar) and i.value is None:
                 assert i.reason, i.key
+
+
+def test_thread_shape_matches_a_direct_count(stored: tuple[ClientWarehouse, list[Event], Encoder]) -> None:
+    wh, events, _ = stored
+    posts = [e for e in events if isinstance(e, PostCreated)]
+    comments = [e for e in events if isinstance(e, CommentCreated)]
+    deepest: dict[str, int] = defaultdict(int)
+    for c in comments:
+        deepest[c.body.post_id] = max(deepest[c.body.post_id], c.body.depth)
+    depths = [deepest.get(p.body.post_id, 0) for p in posts]
+    items = social.threads(wh, SOC)
+    assert _value(items, "threads.share_posts_without_comment") == depths.count(0) / len(posts)
+    assert _value(items, "threads.comments_per_post") == pytest.approx(len(comments) / len(posts))
+    assert _value(items, "threads.mean_depth_all") == pytest.approx(sum(depths) / len(depths))
+    nonzero = [d for d in depths if d]
+    assert _value(items, "threads.mean_depth_commented") == pytest.approx(sum(nonzero) / len(nonzero))
+    top = sum(1 for c in comments if c.body.depth == 1)
+    assert _value(items, "threads.share_top_level_comments") == pytest.approx(top / len(comments))
+    assert _value(items, "threads.share_reply_comments") == pytest.approx(1 - top / len(comments))
+    assert _value(items, "threads.max_depth") == max(c.body.depth for c in comments)
