@@ -7,7 +7,7 @@ import math
 from datetime import date, datetime
 from typing import Any
 
-from report.model import Figure, Scalar, Series
+from report.model import Scalar
 from report.source import Warehouse
 
 
@@ -39,11 +39,3 @@ def num(value: Any) -> float | None:
 
 def missing(key: str, label: str, reason: str, **kw: Any) -> Scalar:
     return Scalar(key=key, label=label, value=None, reason=reason, **kw)
-
-
-def empty_figure(key: str, title: str, reason: str, x_label: str = "", y_label: str = "") -> Figure:
-    return Figure(key=key, title=title, x_label=x_label, y_label=y_label, series=[], reason=reason)
-
-
-def time_series(name: str, xs: list[float], ys: list[float | None], style: str = "line") -> Series:
-    return Series(name=name, x=xs, y=ys, style=style)  # type: ignore[arg-type]

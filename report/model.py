@@ -7,20 +7,10 @@ together with ``reason`` (a sentence a user can act on), never a bare NaN.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Cell = float | int | str | None
-
-
-def clean(value: float | int | None) -> float | int | None:
-    """``value`` as a JSON-safe number: NaN and infinities become None."""
-    if value is None:
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 @dataclass
