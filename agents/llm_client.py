@@ -1,0 +1,138 @@
+"""A client of any OpenAI-compatible chat API (llama-cpp-python's server, vLLM, Ollama, OpenAI).
+
+Every call returns a :class:`ModelCall`, whatever happened: the completion text, the token counts the server
+reported, the latency, the number of attempts and an outcome (``ok``, ``http_error``, ``unavailable``,
+``timeout``, ``bad_response``), so that cost and latency become data and a failed call is never an
+exception in an agent's tick.
+
+Back-pressure: at most ``concurrency`` requests are in flight per client; further callers wait for a slot.
+A connection failure, a timeout, HTTP 429 or 5xx is retried after an exponential backoff with jitter
+(``backoff_s`` doubling up to ``max_backoff_s``), at most ``max_attempts`` times in all; the slot is
+released while waiting, so a slow or absent server holds no more than ``concurrency`` requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+
+Outcome = Literal["ok", "http_error", "unavailable", "timeout", "bad_response"]
+RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    model: str
+    outcome: Outcome
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float  # from the first attempt to the answer, waits included
+    attempts: int
+    error: str | None = None
+
+
+class ChatClient:
+    """See module docstring. Use as ``async with ChatClient(...) as client``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        concurrency: int = 4,
+        timeout_s: float = 60.0,
+        max_attempts: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._session: aiohttp.ClientSession | None = None
+        self.in_flight = 0
+
+    async def __aenter__(self) -> ChatClient:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._session = aiohttp.ClientSession(headers=headers)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def complete(
+        self, model: str, messages: list[dict[str, str]], *, max_tokens: int = 200, temperature: float = 0.7
+    ) -> ModelCall:
+        assert self._session is not None, "use `async with ChatClient(...)`"
+        payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
+        started = time.perf_counter()
+        outcome: Outcome = "unavailable"
+        error = "no attempt"
+        for attempt in range(1, self.max_attempts + 1):
+            async with self._slots:
+                self.in_flight += 1
+                try:
+                    outcome, error, doc = await self._post(payload)
+                finally:
+                    self.in_flight -= 1
+            if outcome == "ok":
+                return self._result(model, doc, started, attempt)
+            if outcome == "bad_response" or (outcome == "http_error" and not error.startswith("retry")):
+                break
+            if attempt < self.max_attempts:
+                delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))  # jitter
+        return ModelCall(model, outcome, "", 0, 0, _ms(started), attempt, error.removeprefix("retry: "))
+
+    async def _post(self, payload: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+        assert self._session is not None
+        try:
+            async with self._session.post(
+                f"{self.base_url}/chat/completions",
+                json=payload,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            ) as resp:
+                if resp.status != 200:
+                    body = (await resp.text())[:200]
+                    prefix = "retry: " if resp.status in RETRIED_STATUS else ""
+                    return "http_error", f"{prefix}HTTP {resp.status}: {body}", {}
+                try:
+                    doc = await resp.json(content_type=None)
+                except ValueError as exc:
+                    return "bad_response", f"the server's answer is not JSON ({exc})", {}
+                return "ok", "", doc if isinstance(doc, dict) else {}
+        except TimeoutError:
+            return "timeout", f"no answer within {self.timeout_s:g} s", {}
+        except aiohttp.ClientError as exc:
+            return "unavailable", f"{type(exc).__name__}: {exc}", {}
+
+    @staticmethod
+    def _result(model: str, doc: dict[str, Any], started: float, attempts: int) -> ModelCall:
+        try:
+            text = str(doc["choices"][0]["message"]["content"] or "")
+        except (KeyError, IndexError, TypeError):
+            return ModelCall(model, "bad_response", "", 0, 0, _ms(started), attempts, "no choices[0].message")
+        usage = doc.get("usage") or {}
+        return ModelCall(
+            model=model,  # the name asked for (servers report paths or aliases)
+            outcome="ok",
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_ms=_ms(started),
+            attempts=attempts,
+        )
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
