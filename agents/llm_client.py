@@ -71,10 +71,22 @@ class ChatClient:
             await self._session.close()
 
     async def complete(
-        self, model: str, messages: list[dict[str, str]], *, max_tokens: int = 200, temperature: float = 0.7
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int = 200,
+        temperature: float = 0.7,
+        json_schema: dict[str, object] | None = None,
     ) -> ModelCall:
+        """One chat completion. ``json_schema``: ask for a JSON object of that schema (``response_format``,
+        constrained decoding on llama.cpp's server; other servers may ignore or refuse it)."""
         assert self._session is not None, "use `async with ChatClient(...)`"
-        payload = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
+        payload: dict[str, Any] = {
+            "model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
+        }  # fmt: skip
+        if json_schema is not None:
+            payload["response_format"] = {"type": "json_object", "schema": json_schema}
         started = time.perf_counter()
         outcome: Outcome = "unavailable"
         error = "no attempt"

@@ -107,6 +107,27 @@ def prompt(persona: str, name: str, history: list[str], feed_text: str, submolts
     )
 
 
+def reply_schema(shown: Shown) -> dict[str, object]:
+    """JSON schema of an allowed reply, for servers with constrained decoding (``response_format``).
+
+    Actions, communities and labels are enums of what the prompt showed, so a small model that cannot
+    follow the format in words still answers with a parseable object. ``parse`` checks the reply anyway.
+    """
+    props: dict[str, object] = {
+        "action": {"type": "string", "enum": list(ACTIONS)},
+        "title": {"type": "string"},
+        "content": {"type": "string"},
+        "value": {"type": "integer", "enum": [1, -1]},
+    }
+    if shown.submolts:
+        props["submolt"] = {"type": "string", "enum": list(shown.submolts)}
+    if shown.posts:
+        props["post"] = {"type": "string", "enum": list(shown.posts)}
+    if shown.comments:
+        props["comment"] = {"type": "string", "enum": list(shown.comments)}
+    return {"type": "object", "properties": props, "required": ["action"]}
+
+
 def _json_object(reply: str) -> dict[str, object] | Failed:
     """The first JSON object in ``reply`` (code fences and chatter around it are allowed)."""
     text = reply.strip()[:MAX_REPLY]

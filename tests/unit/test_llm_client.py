@@ -38,11 +38,12 @@ async def _serve(handler: Any) -> tuple[web.AppRunner, str]:
 
 
 def test_retries_5xx_then_reports_tokens_and_attempts() -> None:
-    calls = {"n": 0, "auth": ""}
+    calls: dict[str, Any] = {"n": 0, "auth": ""}
 
     async def handler(request: web.Request) -> web.Response:
         calls["n"] += 1
         calls["auth"] = request.headers.get("Authorization", "")
+        calls["body"] = await request.json()
         if calls["n"] < 3:
             return web.Response(status=503, text="loading model")
         return web.json_response(_answer())
@@ -51,13 +52,17 @@ def test_retries_5xx_then_reports_tokens_and_attempts() -> None:
         runner, url = await _serve(handler)
         try:
             async with ChatClient(url, "sk-test", backoff_s=0.01) as client:
-                call = await client.complete("smollm2", [{"role": "user", "content": "hi"}])
+                call = await client.complete(
+                    "smollm2", [{"role": "user", "content": "hi"}], json_schema={"type": "object"}
+                )
         finally:
             await runner.cleanup()
         assert (call.outcome, call.attempts, call.model) == ("ok", 3, "smollm2")
         assert (call.prompt_tokens, call.completion_tokens) == (42, 7)
         assert call.text == '{"action": "nothing"}'
         assert calls["auth"] == "Bearer sk-test"
+        assert calls["body"]["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
+        assert calls["body"]["model"] == "smollm2"
 
     asyncio.run(go())
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agents.llm_decision import Decision, Failed, parse, prompt, show_feed, to_event
+from agents.llm_decision import Decision, Failed, parse, prompt, reply_schema, show_feed, to_event
 from schemas.control import FeedItem
 from schemas.events import CommentCreated, PostCreated, VoteCast
 from schemas.wire import decode_event, encode_event
@@ -143,3 +143,14 @@ def test_first_json_object_wins_and_chatter_is_allowed() -> None:
     d = parse('Thinking {not json} then {"action": "nothing"} and {"action": "post", "title": "x"}', SHOWN)
     assert isinstance(d, Decision)
     assert d.action == "nothing"
+
+
+def test_reply_schema_enumerates_exactly_what_the_prompt_showed() -> None:
+    props = reply_schema(SHOWN)["properties"]
+    assert isinstance(props, dict)
+    assert props["post"]["enum"] == ["P1", "P2"]
+    assert props["comment"]["enum"] == ["P1.C1", "P1.C2"]
+    assert props["submolt"]["enum"] == ["general", "tech"]
+    assert props["action"]["enum"] == ["post", "comment", "reply", "vote", "nothing"]
+    _, empty = show_feed([], ())
+    assert set(reply_schema(empty)["properties"]) == {"action", "title", "content", "value"}  # type: ignore[arg-type]
