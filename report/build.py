@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from report import collective, individual, social
+from report import cascades, collective, cooperation, individual, roles, social
 from report.embeddings import Encoder, ensure_embeddings
 from report.model import Item, Report, Scalar, Section
 from report.published import annotate
@@ -34,16 +34,6 @@ class Spec:
     title: str
     description: str
     run: Diagnostic
-
-
-def _molt(module: str) -> Diagnostic:
-    def run(wh: Warehouse, society: str) -> list[Item]:
-        import importlib
-
-        items: list[Item] = importlib.import_module(f"report.{module}").items(wh, society)
-        return items
-
-    return run
 
 
 SPECS: list[Spec] = [
@@ -94,21 +84,21 @@ SPECS: list[Spec] = [
         "Structural roles",
         "Per agent in-degree, out-degree, betweenness, clustering and PageRank "
         "on the interaction graph; k-means with k chosen by silhouette (Molt Dynamics).",
-        _molt("roles"),
+        roles.items,
     ),
     Spec(
         "cascades",
         "Information cascades and saturation",
         "Meme, skill and behavioural cascades, their "
         "power-law fit, and whether adoption saturates with exposure (logistic model, Cox model).",
-        _molt("cascades"),
+        cascades.items,
     ),
     Spec(
         "cooperation",
         "Cooperation events",
         "Technical threads with at least 5 comments, 3 participants and "
         "30 minutes, scored for quality (Molt Dynamics).",
-        _molt("cooperation"),
+        cooperation.items,
     ),
     Spec(
         "agreement",
