@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -12,23 +10,13 @@ from report.model import Report
 from report.published import PUBLISHED
 
 
-def _finite(value: Any) -> Any:
-    """The JSON-safe copy of ``value``: NaN and infinities become null (the report explains them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def report_json(reports: list[Report]) -> bytes:
     doc = {
         "reports": [r.to_json() for r in reports],
         "published": {k: {"value": v, "source": src} for k, (v, src) in sorted(PUBLISHED.items())},
     }
-    return orjson.dumps(_finite(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    # orjson writes NaN and infinities as null: the JSON stays strict (the report explains the gaps)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def write_report(reports: list[Report], html_path: Path) -> tuple[Path, Path]:
