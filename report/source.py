@@ -11,9 +11,7 @@ hashes the report computed itself; agent-written text only travels as data.
 
 from __future__ import annotations
 
-import json
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -68,25 +66,14 @@ class SinkWarehouse:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def query(self, sql: str) -> Result:
+    def query(self, sql: str, *, readonly: bool = True) -> Result:
         try:
-            return query_http(self.url, sql, timeout=3600.0)
-        except urllib.error.URLError as exc:
+            return query_http(self.url, sql, timeout=3600.0, readonly=readonly)
+        except urllib.error.URLError as exc:  # HTTP errors are QueryErrors already
             raise QueryError(f"the sink at {self.url} did not answer ({exc.reason})") from None
 
     def command(self, sql: str) -> None:
-        req = urllib.request.Request(
-            f"{self.url}/query",
-            data=json.dumps({"sql": sql, "readonly": False}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=3600.0) as resp:
-                resp.read()
-        except urllib.error.HTTPError as exc:
-            raise QueryError(exc.read().decode(errors="replace")) from None
-        except urllib.error.URLError as exc:
-            raise QueryError(f"the sink at {self.url} did not answer ({exc.reason})") from None
+        self.query(sql, readonly=False)
 
     def close(self) -> None:
         return None

@@ -42,9 +42,12 @@ def running_sink_url(settings: Settings) -> str | None:
     return None
 
 
-def query_http(url: str, sql: str, timeout: float = 60.0) -> Result:
+def query_http(url: str, sql: str, timeout: float = 60.0, *, readonly: bool = True) -> Result:
+    """``sql`` through a sink's ``/query``; ``readonly=False`` for a write (the sink runs queries read-only
+    unless told otherwise)."""
+    doc_in: dict[str, object] = {"sql": sql} if readonly else {"sql": sql, "readonly": False}
     req = urllib.request.Request(
-        f"{url}/query", data=json.dumps({"sql": sql}).encode(), headers={"Content-Type": "application/json"}
+        f"{url}/query", data=json.dumps(doc_in).encode(), headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
