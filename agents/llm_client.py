@@ -78,15 +78,19 @@ class ChatClient:
         max_tokens: int = 200,
         temperature: float = 0.7,
         json_schema: dict[str, object] | None = None,
+        seed: int | None = None,
     ) -> ModelCall:
         """One chat completion. ``json_schema``: ask for a JSON object of that schema (``response_format``,
-        constrained decoding on llama.cpp's server; other servers may ignore or refuse it)."""
+        constrained decoding on llama.cpp's server; other servers may ignore or refuse it). ``seed``: the
+        sampling seed, for servers that honour it (the same prompt and seed give the same reply)."""
         assert self._session is not None, "use `async with ChatClient(...)`"
         payload: dict[str, Any] = {
             "model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
         }  # fmt: skip
         if json_schema is not None:
             payload["response_format"] = {"type": "json_object", "schema": json_schema}
+        if seed is not None:
+            payload["seed"] = seed
         started = time.perf_counter()
         outcome: Outcome = "unavailable"
         error = "no attempt"

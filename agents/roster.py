@@ -7,12 +7,13 @@ group, so one worker or ten produce the same society.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from agents.behaviour import Behaviour
+from agents.personas import persona
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,8 @@ class AgentSpec:
     rate: float
     subscriptions: tuple[str, ...]
     brain: str = "stochastic"
+    model: str | None = None  # the LLM of an LLM agent
+    persona: str | None = None
 
 
 def submolt_weights(behaviour: Behaviour) -> npt.NDArray[np.float64]:
@@ -32,8 +35,21 @@ def submolt_weights(behaviour: Behaviour) -> npt.NDArray[np.float64]:
     return w / w.sum()  # type: ignore[no-any-return]
 
 
-def build_roster(seed: int, n_agents: int, shards: int, behaviour: Behaviour) -> list[AgentSpec]:
-    """Every agent of the society, deterministic in (seed, n_agents, shards, behaviour)."""
+def build_roster(
+    seed: int,
+    n_agents: int,
+    shards: int,
+    behaviour: Behaviour,
+    *,
+    llm_agents: int = 0,
+    models: tuple[str, ...] = (),
+) -> list[AgentSpec]:
+    """Every agent of the society, deterministic in (seed, n_agents, shards, behaviour).
+
+    Agents ``0 .. llm_agents - 1`` use the LLM brain (spread over every shard), agent ``k`` of them with
+    ``models[k % len(models)]`` and persona ``k``; the others are stochastic. Which agents are LLM agents
+    changes no random draw, so the stochastic agents act the same with or without them.
+    """
     rng = np.random.default_rng([seed, 0x5EED])
     act = behaviour.activity
     weights = (1.0 - rng.random(n_agents)) ** (-1.0 / act.pareto_shape)
@@ -46,5 +62,8 @@ def build_roster(seed: int, n_agents: int, shards: int, behaviour: Behaviour) ->
         k = int(rng.integers(sub.subscriptions_min, min(sub.subscriptions_max, len(names)) + 1))
         chosen = rng.choice(len(names), size=k, replace=False, p=sw)
         subs = tuple(names[j] for j in sorted(chosen))
-        out.append(AgentSpec(i, f"agent-{i:06d}", f"molty_{i}", i % shards, float(rates[i]), subs))
+        spec = AgentSpec(i, f"agent-{i:06d}", f"molty_{i}", i % shards, float(rates[i]), subs)
+        if i < llm_agents:
+            spec = replace(spec, brain="llm", model=models[i % len(models)], persona=persona(i))
+        out.append(spec)
     return out

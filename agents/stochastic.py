@@ -22,20 +22,15 @@ import numpy as np
 
 from agents.behaviour import Behaviour
 from agents.brain import FeedView, TickContext
+from agents.genesis import genesis
 from agents.roster import AgentSpec, submolt_weights
 from schemas.control import FeedItem
 from schemas.events import (
-    AgentRegistered,
-    AgentRegisteredBody,
-    AgentSubscribed,
-    AgentSubscribedBody,
     CommentCreated,
     CommentCreatedBody,
     Event,
     PostCreated,
     PostCreatedBody,
-    SubmoltCreated,
-    SubmoltCreatedBody,
     VoteCast,
     VoteCastBody,
 )
@@ -173,7 +168,7 @@ class StochasticBrain:
         """Synchronous ``decide`` (the model does no I/O)."""
         py = random.Random(int(ctx.rng.integers(2**63)))
         if ctx.tick == 0:
-            return self._genesis(agents, ctx, py)
+            return genesis(agents, ctx, py)
         rates = np.fromiter((a.rate for a in agents), dtype=float, count=len(agents))
         acting = np.flatnonzero(ctx.rng.random(len(agents)) < rates)
         out: list[Event] = []
@@ -198,44 +193,6 @@ class StochasticBrain:
         return out
 
     # ------------------------------------------------------------------ pieces
-    def _genesis(self, agents: Sequence[AgentSpec], ctx: TickContext, py: random.Random) -> list[Event]:
-        out: list[Event] = []
-        span = max(2, int(ctx.seconds * 1e6))
-        for a in agents:
-            # submolts are created at the tick's first instant, agents register and subscribe after that
-            at = ctx.start + timedelta(microseconds=1 + a.index % (span - 1))
-            out.append(
-                AgentRegistered(
-                    event_id=uuid7(at, py),
-                    society=ctx.society,
-                    actor=a.agent_id,
-                    occurred_at=at,
-                    body=AgentRegisteredBody(name=a.name, brain=a.brain),
-                )
-            )
-            if a.index < len(ctx.submolts):
-                name = ctx.submolts[a.index]
-                out.append(
-                    SubmoltCreated(
-                        event_id=uuid7(ctx.start, py),
-                        society=ctx.society,
-                        actor=a.agent_id,
-                        occurred_at=ctx.start,
-                        body=SubmoltCreatedBody(submolt=name, title=name.capitalize()),
-                    )
-                )
-            for s in a.subscriptions:
-                out.append(
-                    AgentSubscribed(
-                        event_id=uuid7(at, py),
-                        society=ctx.society,
-                        actor=a.agent_id,
-                        occurred_at=at,
-                        body=AgentSubscribedBody(submolt=s),
-                    )
-                )
-        return out
-
     def _submolt(self, agent: AgentSpec, py: random.Random) -> str:
         subs = agent.subscriptions
         return (

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from agents.behaviour import load_behaviour
 from agents.brain import Brain, TickContext
 from agents.feed_cache import FeedCache
+from agents.llm_brain import LLMBrain
+from agents.llm_client import ChatClient
 from agents.roster import AgentSpec, build_roster
 from agents.stochastic import StochasticBrain
 from schemas import control
@@ -44,6 +47,32 @@ def shard_producer(shard: int) -> str:
     return f"shard-{shard}"
 
 
+@contextlib.asynccontextmanager
+async def llm_brain(s: Settings) -> AsyncIterator[LLMBrain]:
+    """The LLM brain of this worker, with its model client open."""
+    if not s.llm_base_url:
+        raise RuntimeError(
+            "SOCIETY_LLM_AGENTS > 0 but SOCIETY_LLM_BASE_URL is unset: start the society with `society run` "
+            "(which serves the local model) or point SOCIETY_LLM_BASE_URL at an OpenAI-compatible API"
+        )
+    client = ChatClient(
+        s.llm_base_url,
+        s.llm_api_key,
+        concurrency=s.llm_concurrency,
+        timeout_s=s.llm_timeout_seconds,
+        max_attempts=s.llm_max_attempts,
+    )
+    async with client:
+        log.info("agents.llm", base_url=s.llm_base_url, models=s.model_names, concurrency=s.llm_concurrency)
+        yield LLMBrain(
+            client,
+            max_tokens=s.llm_max_tokens,
+            temperature=s.llm_temperature,
+            json_schema=s.llm_json_schema,
+            rate=s.llm_rate,
+        )
+
+
 class AgentWorker:
     """See module docstring."""
 
@@ -56,7 +85,15 @@ class AgentWorker:
         behaviour = load_behaviour(settings.behaviour_file)
         self.submolts = tuple(behaviour.submolts.names)
         self.brains: dict[str, Brain] = {b.name: b for b in (brains or [StochasticBrain(behaviour)])}
-        roster = build_roster(settings.seed, settings.agents, settings.shards, behaviour)
+        roster = build_roster(
+            settings.seed,
+            settings.agents,
+            settings.shards,
+            behaviour,
+            llm_agents=settings.llm_agents,
+            models=settings.model_names,
+        )
+        self.llm_agents = sum(1 for a in roster if a.brain == "llm")
         self.by_shard: list[list[AgentSpec]] = [[] for _ in range(settings.shards)]
         for a in roster:
             self.by_shard[a.shard].append(a)
@@ -67,6 +104,12 @@ class AgentWorker:
         self.forged = 0
 
     async def run(self, stop: asyncio.Event) -> None:
+        async with contextlib.AsyncExitStack() as brains:
+            if self.llm_agents and "llm" not in self.brains:
+                self.brains["llm"] = await brains.enter_async_context(llm_brain(self.s))
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20
         )
@@ -96,8 +139,12 @@ class AgentWorker:
                     (control.loads(rec.value) for records in batch.values() for rec in records),
                     key=lambda k: (k["tick"], k["shard"]),
                 )
-                for tick in ticks:
-                    futures.extend(await self._tick(tick, producer, feeds, partitions, stop))
+                # The shards of one tick decide concurrently (model calls overlap), then send in order.
+                for _, same_tick in itertools.groupby(ticks, key=lambda k: k["tick"]):
+                    group = list(same_tick)
+                    decided = await asyncio.gather(*(self._decide(t, feeds, stop) for t in group))
+                    for tick, (events, wm) in zip(group, decided, strict=True):
+                        futures.extend(await self._send(tick, events, wm, producer, partitions))
                 await asyncio.gather(*futures)
                 await consumer.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
         finally:
@@ -107,56 +154,64 @@ class AgentWorker:
             await producer.stop()
             log.info("agents.stopped", emitted=self.emitted, forged=self.forged)
 
-    async def _tick(
+    async def _decide(
+        self, tick: control.Tick, feeds: FeedCache, stop: asyncio.Event
+    ) -> tuple[list[Event], int]:
+        """One shard's tick: the acceptable events of its agents and the watermark that ends it."""
+        shard, t = tick["shard"], tick["tick"]
+        if tick["final"]:
+            return [], tick["sim_time_us"]
+        if self.s.mode == "sim":
+            start = self.origin + timedelta(seconds=t * self.s.tick_seconds)
+            while t > 0 and not stop.is_set():
+                try:
+                    await feeds.wait_for(t - 1, timeout=1.0)
+                    break
+                except TimeoutError:
+                    continue
+        else:
+            start = control.from_us(tick["sim_time_us"])
+        feed = feeds.view()
+        ctx = TickContext(
+            society=self.society,
+            tick=t,
+            start=start,
+            seconds=self.s.tick_seconds,
+            rng=np.random.default_rng([self.s.seed, shard, t]),
+            submolts=self.submolts,
+        )
+        members = self.by_shard[shard]
+        allowed = {a.agent_id for a in members}
+        events: list[Event] = []
+        for name, brain in self.brains.items():
+            mine = [a for a in members if a.brain == name]
+            if mine:
+                events.extend(
+                    ev for ev in await brain.decide(mine, feed, ctx) if self._acceptable(ev, allowed)
+                )
+        return events, control.to_us(start + timedelta(seconds=self.s.tick_seconds))
+
+    async def _send(
         self,
         tick: control.Tick,
+        events: list[Event],
+        wm: int,
         producer: AIOKafkaProducer,
-        feeds: FeedCache,
         partitions: int,
-        stop: asyncio.Event,
     ) -> list[Awaitable[Any]]:
-        """Decide and send one shard's tick; return the send futures (the caller awaits them)."""
-        shard, t = tick["shard"], tick["tick"]
-        origin_us = tick["origin_us"]
+        """Send a shard's events, then its watermark on every partition; return the send futures."""
         futures: list[Awaitable[Any]] = []
-        if tick["final"]:
-            wm, mark_tick = tick["sim_time_us"], t
-        else:
-            if self.s.mode == "sim":
-                start = self.origin + timedelta(seconds=t * self.s.tick_seconds)
-                while t > 0 and not stop.is_set():
-                    try:
-                        await feeds.wait_for(t - 1, timeout=1.0)
-                        break
-                    except TimeoutError:
-                        continue
-            else:
-                start = control.from_us(tick["sim_time_us"])
-            feed = feeds.view()
-            ctx = TickContext(
-                society=self.society,
-                tick=t,
-                start=start,
-                seconds=self.s.tick_seconds,
-                rng=np.random.default_rng([self.s.seed, shard, t]),
-                submolts=self.submolts,
-            )
-            members = self.by_shard[shard]
-            allowed = {a.agent_id for a in members}
-            for name, brain in self.brains.items():
-                mine = [a for a in members if a.brain == name]
-                if not mine:
-                    continue
-                for ev in await brain.decide(mine, feed, ctx):
-                    if not self._acceptable(ev, allowed):
-                        continue
-                    key = partition_key(ev).encode()
-                    futures.append(await producer.send(self.t_actions, encode_event(ev), key=key))
-                    self.emitted += 1
-            wm = control.to_us(start + timedelta(seconds=self.s.tick_seconds))
-            mark_tick = t
+        for ev in events:
+            key = partition_key(ev).encode()
+            futures.append(await producer.send(self.t_actions, encode_event(ev), key=key))
+            self.emitted += 1
         mark = control.watermark(
-            shard_producer(shard), self.producers, wm, mark_tick, origin_us, final=tick["final"]
+            shard_producer(tick["shard"]),
+            self.producers,
+            wm,
+            tick["tick"],
+            tick["origin_us"],
+            final=tick["final"],
         )
         raw = control.dumps(mark)
         for q in range(partitions):

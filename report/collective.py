@@ -193,7 +193,7 @@ def agreement(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
         (int(w), str(t)): float(n)
         for w, t, n in wh.query(
             f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {w_us}) * {w_us} AS w, type, count() "
-            f"FROM events FINAL WHERE society = {q} GROUP BY w, type"
+            f"FROM events FINAL WHERE society = {q} AND type != 'model_called' GROUP BY w, type"
         ).rows
     }
     last_w = max(int(r["w"]) for r in stream)

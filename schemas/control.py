@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -88,7 +88,8 @@ class FeedItem(TypedDict):
     score: int
     comments: int
     hot: float
-    recent: list[list[Any]]  # [comment_id, author, depth, occurred_us], oldest first
+    recent: list[list[Any]]  # [comment_id, author, depth, occurred_us, text excerpt], oldest first
+    excerpt: NotRequired[str]  # the start of the post's content
 
 
 class FeedSnapshot(TypedDict):

@@ -17,7 +17,9 @@ Envelope fields (all events):
 
 ``vote_tallied`` carries votes known only as counts (imported dumps), so that importers never invent
 individual votes; ``comment_created.parent_unknown`` marks an imported reply whose source gives its depth
-but not its parent.
+but not its parent. ``model_called`` records one model call of an LLM agent (model, tokens, latency,
+outcome, and the decision it led to): cost and latency are data, queried like any other event; it is not
+a society action and counts in no activity metric.
 """
 
 from __future__ import annotations
@@ -143,6 +145,26 @@ class VoteTalliedBody(_Model):
     )
 
 
+class ModelCalledBody(_Model):
+    """One call of an LLM agent to its model, whatever came of it."""
+
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    outcome: Literal["ok", "http_error", "unavailable", "timeout", "bad_response"]
+    prompt_tokens: Annotated[int, Field(ge=0)] = 0
+    completion_tokens: Annotated[int, Field(ge=0)] = 0
+    latency_ms: Annotated[float, Field(ge=0)] = 0.0
+    attempts: Annotated[int, Field(ge=0, le=1000)] = 1
+    decision: Literal["post", "comment", "reply", "vote", "nothing", "failed"] = Field(
+        description="the action the reply was parsed into, or failed (no call answer, or no valid action)"
+    )
+    reason: Annotated[str, Field(max_length=2000)] | None = Field(
+        default=None, description="why the call or the decision failed"
+    )
+    action_event_id: Id | None = Field(
+        default=None, description="event_id of the action the decision produced"
+    )
+
+
 class _Envelope(_Model):
     event_id: UUID
     schema_version: Annotated[int, Field(ge=1, le=SCHEMA_VERSION)] = SCHEMA_VERSION
@@ -192,6 +214,11 @@ class VoteTallied(_Envelope):
     body: VoteTalliedBody
 
 
+class ModelCalled(_Envelope):
+    type: Literal["model_called"] = "model_called"
+    body: ModelCalledBody
+
+
 Event = Annotated[
     AgentRegistered
     | SubmoltCreated
@@ -200,7 +227,8 @@ Event = Annotated[
     | PostCreated
     | CommentCreated
     | VoteCast
-    | VoteTallied,
+    | VoteTallied
+    | ModelCalled,
     Field(discriminator="type"),
 ]
 EVENT_TYPES: tuple[str, ...] = (
@@ -212,6 +240,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "comment_created",
     "vote_cast",
     "vote_tallied",
+    "model_called",
 )
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

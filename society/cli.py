@@ -37,6 +37,8 @@ def main() -> None:
 @main.command()
 @click.option("--society", "name", help="society name (new topics; rows tagged with it)")
 @click.option("--agents", type=int, help="number of agents")
+@click.option("--llm-agents", type=int, help="how many of them use the LLM brain (SOCIETY_LLM_AGENTS)")
+@click.option("--llm-models", help="comma-separated model names for the LLM agents (SOCIETY_LLM_MODELS)")
 @click.option("--duration", type=float, help="wall-clock seconds to run (default 60 unless --ticks)")
 @click.option("--ticks", type=int, help="number of ticks to run (exact, reproducible length)")
 @click.option("--seed", type=int)
@@ -53,6 +55,8 @@ def main() -> None:
 def run(
     name: str | None,
     agents: int | None,
+    llm_agents: int | None,
+    llm_models: str | None,
     duration: float | None,
     ticks: int | None,
     seed: int | None,
@@ -75,8 +79,16 @@ def run(
     from society.run import run_society
 
     s = _settings(
-        agents=agents, seed=seed, mode=mode, tick_seconds=tick_seconds, window_seconds=window_seconds
+        agents=agents,
+        seed=seed,
+        mode=mode,
+        tick_seconds=tick_seconds,
+        window_seconds=window_seconds,
+        llm_agents=llm_agents,
+        llm_models=llm_models,
     )
+    if s.llm_agents > s.agents:
+        raise click.UsageError(f"--llm-agents {s.llm_agents} is more than the {s.agents} agents")
     society = name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
     if ticks is None and duration is None:
         duration = 60.0

@@ -38,6 +38,8 @@ CONFIG_FIELDS = (
     "mode",
     "feed_size",
     "top_k",
+    "llm_agents",
+    "llm_models",
 )
 
 

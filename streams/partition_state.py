@@ -28,6 +28,7 @@ from schemas.events import (
     AgentRegisteredBody,
     AgentSubscribedBody,
     CommentCreatedBody,
+    ModelCalledBody,
     PostCreatedBody,
     SubmoltCreatedBody,
     VoteCastBody,
@@ -37,6 +38,9 @@ from schemas.wire import InvalidEvent, decode_event
 from streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
 
 RECENT_COMMENTS = 8
+# what a feed item carries of the texts, so that agents read what they answer (characters)
+POST_EXCERPT = 200
+COMMENT_EXCERPT = 120
 
 
 @dataclass(slots=True)
@@ -51,7 +55,8 @@ class Thread:
     participants: set[str] = field(default_factory=set)
     max_depth: int = 0
     event_ids: set[str] = field(default_factory=set)
-    recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us]
+    recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us, text]
+    excerpt: str = ""  # the start of the post's content
     last_us: int = 0  # event time of the thread's newest event
     cached_item: FeedItem | None = None  # the feed item, rebuilt only after the thread changed
 
@@ -71,6 +76,7 @@ class Thread:
             "comments": len(self.comments),
             "hot": hot_score(self.score, self.created_us),
             "recent": list(self.recent),
+            "excerpt": self.excerpt,
         }
 
 
@@ -184,7 +190,15 @@ class PartitionState:
                     return self._dup(eid)
                 self.rejected += 1
                 return Rejected(f"post {body.post_id} already exists", "duplicate_post_id")
-            t = Thread(body.post_id, body.submolt, actor, body.title[:200], occurred, last_us=occurred)
+            t = Thread(
+                body.post_id,
+                body.submolt,
+                actor,
+                body.title[:200],
+                occurred,
+                last_us=occurred,
+                excerpt=body.content[:POST_EXCERPT],
+            )
             t.event_ids.add(eid)  # every event id of the thread, so a redelivery is recognised
             self.threads[body.post_id] = t
             newest = self.submolt_posts.setdefault(body.submolt, [])
@@ -235,7 +249,9 @@ class PartitionState:
             t.max_depth = max(t.max_depth, body.depth)
             # newest comments by (event time, id): the same whatever order the partition saw them in
             bisect.insort(
-                t.recent, [body.comment_id, actor, body.depth, occurred], key=lambda r: (r[3], r[0])
+                t.recent,
+                [body.comment_id, actor, body.depth, occurred, body.content[:COMMENT_EXCERPT]],
+                key=lambda r: (r[3], r[0]),
             )
             if len(t.recent) > RECENT_COMMENTS:
                 del t.recent[0]
@@ -284,8 +300,16 @@ class PartitionState:
                 return self._dup(eid)
             self.other_ids.add(eid)
             assert isinstance(
-                body, AgentRegisteredBody | SubmoltCreatedBody | AgentSubscribedBody | AgentFollowedBody
+                body,
+                AgentRegisteredBody
+                | SubmoltCreatedBody
+                | AgentSubscribedBody
+                | AgentFollowedBody
+                | ModelCalledBody,
             )
+            if isinstance(body, ModelCalledBody):  # a model call is data, not an action: no metric counts it
+                self.accepted += 1
+                return Accepted(eid, ev.type, occurred, False)
         acc = self._window_acc(occurred)
         if acc is None:
             self.late += 1  # stored, but its window's metrics were already emitted

@@ -69,7 +69,9 @@ def comment(
         society="s",
         actor=actor,
         occurred_at=_at(us),
-        body=CommentCreatedBody(comment_id=cid, post_id=pid, parent_id=parent, depth=depth),
+        body=CommentCreatedBody(
+            comment_id=cid, post_id=pid, parent_id=parent, depth=depth, content=f"{actor} wrote {cid} " * 9
+        ),
     )
 
 
@@ -142,9 +144,9 @@ def test_post_comment_reply_accepted() -> None:
     assert item["author"] == "alice"
     assert item["comments"] == 3
     assert item["recent"] == [
-        ["c1", "bob", 1, t + SEC],
-        ["c2", "carol", 2, t + 2 * SEC],
-        ["c3", "alice", 3, t + 3 * SEC],
+        ["c1", "bob", 1, t + SEC, c1.body.content[:120]],
+        ["c2", "carol", 2, t + 2 * SEC, c2.body.content[:120]],
+        ["c3", "alice", 3, t + 3 * SEC, c3.body.content[:120]],
     ]
     assert _hists(s) == ({3: 1}, {3: 1}, {3: 1})
 
@@ -608,7 +610,16 @@ def test_recent_comments_are_newest_by_time_then_id(n_comments: int) -> None:
     for c in cs:
         apply_ok(s, c)
     expected = sorted(
-        ([c.body.comment_id, c.actor, 1, (c.occurred_at - _EPOCH) // timedelta(microseconds=1)] for c in cs),
+        (
+            [
+                c.body.comment_id,
+                c.actor,
+                1,
+                (c.occurred_at - _EPOCH) // timedelta(microseconds=1),
+                c.body.content[:120],
+            ]
+            for c in cs
+        ),
         key=lambda r: (r[3], r[0]),
     )[-RECENT_COMMENTS:]
     assert RECENT_COMMENTS == 8

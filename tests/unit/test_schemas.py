@@ -23,6 +23,8 @@ from schemas.events import (
     CommentCreated,
     CommentCreatedBody,
     Event,
+    ModelCalled,
+    ModelCalledBody,
     PostCreated,
     PostCreatedBody,
     SubmoltCreated,
@@ -101,6 +103,20 @@ def sample_events() -> list[Event]:
             ),
             **common,
         ),
+        ModelCalled(
+            event_id=uuid.UUID(int=EID.int + 9),
+            body=ModelCalledBody(
+                model="smollm2-135m",
+                outcome="ok",
+                prompt_tokens=310,
+                completion_tokens=42,
+                latency_ms=1834.5,
+                attempts=2,
+                decision="comment",
+                action_event_id=str(uuid.UUID(int=EID.int + 6)),
+            ),
+            **common,
+        ),
     ]
 
 
@@ -128,7 +144,7 @@ def _comment_doc(**body: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ round trip
 def test_sample_covers_every_event_type() -> None:
     assert sorted(e.type for e in sample_events()) == sorted(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 8
+    assert len(EVENT_TYPES) == 9
 
 
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
@@ -487,6 +503,7 @@ def test_partition_keys() -> None:
         "comment_created": "post-1",
         "vote_cast": "post-1",
         "vote_tallied": "post-1",
+        "model_called": "agent:agent-000001",
     }
 
 
@@ -523,6 +540,7 @@ _TYPE_DEFS = {
     "comment_created": "CommentCreated",
     "vote_cast": "VoteCast",
     "vote_tallied": "VoteTallied",
+    "model_called": "ModelCalled",
 }
 
 

@@ -1,0 +1,169 @@
+"""The LLM brain: each agent that wakes this tick asks its model what to do.
+
+Per tick, an LLM agent wakes with its activity rate (``SOCIETY_LLM_RATE`` overrides it), like a MoltBook
+agent's heartbeat. A woken agent is shown its persona, its last actions and its feed (the hot and newest
+posts of the communities it subscribes to) and asked for one action: post, comment, reply, vote or
+nothing (``agents.llm_decision``). The calls of a tick run concurrently, bounded by the client's
+concurrency; a slow or absent server makes them wait and retry with a bound (``agents.llm_client``), after
+which the decision counts as failed and the tick goes on: the rest of the society never waits longer.
+
+Every call becomes a ``model_called`` event (model, tokens, latency, attempts, outcome, the decision and,
+when it produced one, the action's event id), so cost and latency are data in ClickHouse.
+
+Determinism: times, event ids and the sampling seed come from the tick's random stream, so a tick replayed
+after a crash asks the same question with the same seed and regenerates the same ids (dropped downstream
+as duplicates) whenever the server answers the same way; llama.cpp does for the same prompt and seed.
+The recent-action history is kept in the worker's memory and starts empty after a worker restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from agents.brain import FeedView, TickContext
+from agents.genesis import genesis
+from agents.llm_client import ChatClient, ModelCall
+from agents.llm_decision import FEED_POSTS, Decision, Failed, parse, prompt, reply_schema, show_feed, to_event
+from agents.roster import AgentSpec
+from schemas.control import FeedItem
+from schemas.events import Event, ModelCalled, ModelCalledBody
+from schemas.ids import uuid7
+
+HISTORY = 5
+HOT_POSTS = 5  # of FEED_POSTS; the rest are the newest posts
+
+
+class LLMBrain:
+    """See module docstring."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        max_tokens: int = 96,
+        temperature: float = 0.7,
+        json_schema: bool = True,
+        rate: float | None = None,
+    ) -> None:
+        self.client = client
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.json_schema = json_schema
+        self.rate = rate
+        self.history: defaultdict[str, deque[str]] = defaultdict(lambda: deque(maxlen=HISTORY))
+        self.calls = 0
+
+    async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
+        py = random.Random(int(ctx.rng.integers(2**63)))
+        if ctx.tick == 0:
+            return genesis(agents, ctx, py)
+        rates = np.fromiter(
+            (a.rate if self.rate is None else self.rate for a in agents), dtype=float, count=len(agents)
+        )
+        acting = np.flatnonzero(ctx.rng.random(len(agents)) < rates).tolist()
+        span = max(1, int(ctx.seconds * 1_000_000))
+        plans = [
+            (agents[i], ctx.start + timedelta(microseconds=py.randrange(span)), py.getrandbits(31))
+            for i in acting
+        ]
+        done = await asyncio.gather(*(self._one(a, feed, ctx, at, seed) for a, at, seed in plans))
+        return [ev for events in done for ev in events]
+
+    def feed_for(self, agent: AgentSpec, feed: FeedView) -> list[FeedItem]:
+        """What the agent sees: the hottest posts of its communities, then the newest, without repeats."""
+        hot: list[FeedItem] = []
+        new: list[FeedItem] = []
+        for s in agent.subscriptions:
+            lists = feed.lists(s)
+            hot.extend(lists["hot"])
+            new.extend(lists["new"])
+        hot.sort(key=lambda it: (-it["hot"], it["post_id"]))
+        new.sort(key=lambda it: (-it["created_us"], it["post_id"]))
+        out: dict[str, FeedItem] = {}
+        for it in hot[:HOT_POSTS] + new:
+            out.setdefault(it["post_id"], it)
+            if len(out) >= FEED_POSTS:
+                break
+        return list(out.values())
+
+    async def _one(
+        self, agent: AgentSpec, feed: FeedView, ctx: TickContext, at: datetime, seed: int
+    ) -> list[Event]:
+        text, shown = show_feed(self.feed_for(agent, feed), agent.subscriptions)
+        history = list(self.history[agent.agent_id])
+        message = prompt(agent.persona or "", agent.name, history, text, agent.subscriptions, first=seed)
+        model = agent.model or "default"
+        call = await self.client.complete(
+            model,
+            [{"role": "user", "content": message}],
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            json_schema=reply_schema(shown) if self.json_schema else None,
+            seed=seed,
+        )
+        self.calls += 1
+        rand = random.Random(seed)
+        out: list[Event] = []
+        decision: Decision | Failed
+        if call.outcome != "ok":
+            decision = Failed(f"model call {call.outcome}: {call.error or ''}".strip())
+        else:
+            decision = parse(call.text, shown)
+        action: Event | None = None
+        if isinstance(decision, Decision):
+            action = to_event(decision, society=ctx.society, actor=agent.agent_id, at=at, rand=rand)
+            if action is not None:
+                out.append(action)
+        self.history[agent.agent_id].append(_summary(decision))
+        out.append(_call_event(call, decision, action, ctx.society, agent.agent_id, at, rand))
+        return out
+
+
+def _call_event(
+    call: ModelCall,
+    decision: Decision | Failed,
+    action: Event | None,
+    society: str,
+    actor: str,
+    at: datetime,
+    rand: random.Random,
+) -> ModelCalled:
+    return ModelCalled(
+        event_id=uuid7(at, rand),
+        society=society,
+        actor=actor,
+        occurred_at=at,
+        body=ModelCalledBody(
+            model=call.model[:200],
+            outcome=call.outcome,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            latency_ms=round(call.latency_ms, 3),
+            attempts=call.attempts,
+            decision=decision.action if isinstance(decision, Decision) else "failed",
+            reason=decision.reason[:2000] if isinstance(decision, Failed) else None,
+            action_event_id=str(action.event_id) if action is not None else None,
+        ),
+    )
+
+
+def _summary(d: Decision | Failed) -> str:
+    """One line of the agent's own history, as the next prompt shows it."""
+    if isinstance(d, Failed):
+        return "you tried to act but your answer was not a valid action"
+    if d.action == "post":
+        return f"you posted {d.title[:80]!r} in {d.submolt}"
+    if d.action in ("comment", "reply") and d.post is not None:
+        verb = "commented on" if d.action == "comment" else "replied in"
+        return f"you {verb} {d.post['title'][:60]!r}: {d.content[:60]!r}"
+    if d.action == "vote" and d.post is not None:
+        return f"you {'up' if d.value == 1 else 'down'}voted {d.post['title'][:60]!r}"
+    return "you did nothing"
