@@ -14,7 +14,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,llm]"
 	@touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
@@ -54,10 +54,11 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) browser ## Pipeline rates, dashboard query and page times, full report at 1M events (bench.*)
+bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events, LLM agents tokens/s (bench.*)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.dashboard
 	$(BIN)/python -m bench.report
+	$(BIN)/python -m bench.llm
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

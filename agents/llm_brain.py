@@ -48,7 +48,7 @@ class LLMBrain:
         self,
         client: ChatClient,
         *,
-        max_tokens: int = 96,
+        max_tokens: int = 192,
         temperature: float = 0.7,
         json_schema: bool = True,
         rate: float | None = None,

@@ -45,8 +45,8 @@ MAX_TITLE = 300  # PostCreatedBody.title
 MAX_CONTENT = 4_000  # our cut for model text (the contract allows 40,000)
 FEED_POSTS = 8
 MAX_REPLY = 20_000  # characters of a reply looked at
-SCHEMA_TITLE = 80  # lengths the reply schema allows (a completion budget of ~100 tokens)
-SCHEMA_CONTENT = 240
+SCHEMA_TITLE = 48  # lengths the reply schema allows: the longest reply fits a 192-token budget
+SCHEMA_CONTENT = 120
 FEED_COMMENTS = 3
 _LABEL = re.compile(r"^P(\d{1,3})(?:\.C(\d{1,3}))?$")
 

@@ -1432,7 +1432,12 @@ NOTES_END = "<!-- notes:end -->"
 
 DASHBOARD_BEGIN, DASHBOARD_END = "<!-- dashboard:begin -->", "<!-- dashboard:end -->"
 REPORT_BEGIN, REPORT_END = "<!-- report:begin -->", "<!-- report:end -->"
-KEPT_BLOCKS = [(DASHBOARD_BEGIN, DASHBOARD_END), (REPORT_BEGIN, REPORT_END)]  # written by other benchmarks
+LLM_BEGIN, LLM_END = "<!-- llm:begin -->", "<!-- llm:end -->"
+KEPT_BLOCKS = [
+    (DASHBOARD_BEGIN, DASHBOARD_END),
+    (REPORT_BEGIN, REPORT_END),
+    (LLM_BEGIN, LLM_END),
+]  # written by other benchmarks
 
 
 def _block(text: str, begin: str, end: str) -> str | None:

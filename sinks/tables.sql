@@ -119,3 +119,24 @@ FROM
     FROM metrics FINAL
     GROUP BY society, metric, dim
 );
+
+-- model_calls: one row per model call of an LLM agent (model_called events): cost and latency as data.
+-- "What did this society cost?":  SELECT model, count(), sum(prompt_tokens), sum(completion_tokens)
+--                                 FROM model_calls WHERE society = 'demo' GROUP BY model
+CREATE VIEW IF NOT EXISTS model_calls AS
+SELECT
+    society,
+    event_id,
+    actor,
+    occurred_at,
+    JSONExtractString(body, 'model')              AS model,
+    JSONExtractString(body, 'outcome')            AS outcome,
+    toUInt64(JSONExtractUInt(body, 'prompt_tokens'))     AS prompt_tokens,
+    toUInt64(JSONExtractUInt(body, 'completion_tokens')) AS completion_tokens,
+    JSONExtractFloat(body, 'latency_ms')          AS latency_ms,
+    toUInt32(JSONExtractUInt(body, 'attempts'))   AS attempts,
+    JSONExtractString(body, 'decision')           AS decision,
+    JSONExtractString(body, 'reason')             AS reason,
+    JSONExtractString(body, 'action_event_id')    AS action_event_id
+FROM events FINAL
+WHERE type = 'model_called';

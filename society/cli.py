@@ -270,6 +270,146 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 
 
 @main.command()
+@click.option("--society", "name", required=True, help="the running society to probe")
+@click.option(
+    "--tier", type=click.Choice(["1", "2", "3", "memory"]), help="Tier I, II, III or the shared-memory probe"
+)
+@click.option("--questions", type=click.Path(path_type=Path), help="Tier I: JSON, JSON lines or CSV")
+@click.option("--count", type=int, default=5, show_default=True, help="probes to post (Tiers II, III)")
+@click.option("--submolt", help="community to post in (default: the society's first)")
+@click.option("--seed", type=int, help="seed of the generated problems and probing agents")
+@click.option(
+    "--wait", type=float, default=120.0, show_default=True, help="seconds to let the society answer"
+)
+@click.option(
+    "--score", "score_file", type=click.Path(path_type=Path), help="only (re)score this probe run file"
+)
+@click.option("--judge", type=click.Choice(["exact", "llm"]), default="exact", show_default=True)
+@click.option("--judge-model", default=None, help="model of the LLM judge (default: the first LLM model)")
+def probe(
+    name: str,
+    tier: str | None,
+    questions: Path | None,
+    count: int,
+    submolt: str | None,
+    seed: int | None,
+    wait: float,
+    score_file: Path | None,
+    judge: str,
+    judge_model: str | None,
+) -> None:
+    """Probe a running society (Superminds Test): post tasks with known answers, then score the answers.
+
+    The probes look like ordinary posts by ordinary agents; the probing agents never act after posting.
+    Results per tier (no-reply share, replies per probe, task following, individual and thread accuracy)
+    are printed and written beside the run in <state_dir>/<society>/probes/.
+    """
+    import time
+
+    from dashboard.panels import BadSocietyName, check_society_name
+    from probes import session, tasks
+    from report.source import open_warehouse
+
+    try:
+        check_society_name(name)
+    except BadSocietyName as exc:
+        raise click.UsageError(str(exc)) from None
+    s = get_settings()
+    wh = open_warehouse(s)
+    try:
+        if score_file is not None:
+            run = session.load_run(score_file)
+        else:
+            if tier is None:
+                raise click.UsageError("--tier is required (or --score RUN_FILE)")
+            if tier == "1":
+                if questions is None:
+                    raise click.UsageError("Tier I needs --questions FILE (question and answer per item)")
+                made = tasks.tier1(tasks.load_questions(questions))
+            elif tier == "2":
+                made = tasks.tier2(count, seed if seed is not None else 0)
+            elif tier == "3":
+                made = tasks.tier3(count, seed if seed is not None else 0)
+            else:
+                made = tasks.shared_memory(count)
+            run = session.inject(
+                s, wh, _bootstrap(s), name, made, submolt=submolt or _first_submolt(s), seed=seed
+            )
+            console.print(f"posted {len(made)} probe(s) of tier {tier} in {run.submolt}: run {run.run_id}")
+            with console.status(f"letting the society answer for {wait:.0f} s ..."):
+                time.sleep(wait)
+        doc = session.score(s, wh, run, _judge(s, judge, judge_model))
+    except (session.ProbeError, tasks.ProbeFileError) as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        wh.close()
+    _print_probe_results(doc)
+
+
+def _bootstrap(s: Settings) -> str:
+    if s.kafka_bootstrap:
+        return s.kafka_bootstrap
+    state = s.state_dir / "stack.json"
+    if not state.exists():
+        raise click.ClickException(
+            "no running society here: start one with `society run` (or set KAFKA_BOOTSTRAP)"
+        )
+    return str(json.loads(state.read_text())["bootstrap"])
+
+
+def _first_submolt(s: Settings) -> str:
+    from agents.behaviour import load_behaviour
+
+    return load_behaviour(s.behaviour_file).submolts.names[0]
+
+
+def _judge(s: Settings, kind: str, model: str | None) -> Any:
+    if kind == "exact":
+        return None
+    from probes.judge import LLMJudge
+
+    if not s.llm_base_url:
+        raise click.UsageError("--judge llm needs SOCIETY_LLM_BASE_URL (an OpenAI-compatible model server)")
+    from agents.llm_client import ChatClient
+
+    return LLMJudge(ChatClient(s.llm_base_url, s.llm_api_key), model or s.model_names[0])
+
+
+def _print_probe_results(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    labels = [
+        ("probes", "probes"),
+        ("no_reply_share", "no external reply"),
+        ("replies_per_probe", "replies per probe"),
+        ("follow_share", "replies following the task"),
+        ("individual_accuracy", "probes with a correct reply"),
+        ("reply_accuracy", "correct replies"),
+        ("thread_accuracy", "threads correct as a whole"),
+        ("mean_depth", "deepest reply (mean)"),
+    ]
+    tiers = doc["tiers"]
+    if tiers:
+        t = Table(title=f"probe run {doc['run_id']} (judge: {doc['judge']})")
+        t.add_column("")
+        for tier in tiers:
+            t.add_column(f"tier {tier}", justify="right")
+        for key, label in labels:
+            cells = [tiers[k][key] for k in tiers]
+            t.add_row(
+                label, *("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in cells)
+            )
+        console.print(t)
+    memory = doc.get("shared_memory")
+    if memory:
+        console.print(
+            f"shared memory: {memory['naming']}/{memory['replies']} replies name an agent; agreement "
+            f"{memory['agreement']}; share of named agents among PageRank leaders {memory['precision']}; "
+            f"leaders named {memory['recall']}"
+        )
+
+
+@main.command()
 @click.argument("society_name")
 @click.option("--vs", "other", help="a second society, shown side by side")
 @click.option(

@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     )
     llm_api_key: str | None = Field(default=None, description="bearer key of the API, if it needs one")
     llm_concurrency: int = Field(default=4, ge=1, le=1024, description="model calls in flight per worker")
-    llm_max_tokens: int = Field(default=96, ge=8, le=8192, description="completion tokens per decision")
+    llm_max_tokens: int = Field(default=192, ge=8, le=8192, description="completion tokens per decision")
     llm_temperature: float = Field(default=0.7, ge=0, le=2)
     llm_timeout_seconds: float = Field(default=120.0, gt=0, description="per attempt of a model call")
     llm_max_attempts: int = Field(default=4, ge=1, le=20, description="attempts per call (retries + 1)")

@@ -1,0 +1,292 @@
+"""A probe session: post the probes into a running society, later score the threads they started.
+
+``inject`` registers the probing agents (``brain="probe"``), posts each probe at the society's current
+event time (its newest stored event) in one community and, for Tier II, posts each premise as a
+top-level comment by a further probing agent. It writes the run to
+``<state_dir>/<society>/probes/<run_id>.json``. After that the probing agents never act again.
+
+``score`` reads the probe threads from ClickHouse, scores them (``probes.score``), writes
+``<run_id>.results.json`` beside the run and returns it. It can be run again later: a thread keeps
+growing while the society runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import secrets
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from probes.judge import ExactJudge, Judge
+from probes.score import ProbeResult, Reply, Verdict, score_judged, score_tier2, score_tier3, summarise
+from probes.shared_memory import score_memory
+from probes.tasks import Probe
+from report.source import Warehouse, quoted
+from schemas.events import (
+    AgentRegistered,
+    AgentRegisteredBody,
+    AgentSubscribed,
+    AgentSubscribedBody,
+    CommentCreated,
+    CommentCreatedBody,
+    Event,
+    PostCreated,
+    PostCreatedBody,
+    partition_key,
+)
+from schemas.ids import uuid7
+from schemas.topics import Role, topic_name
+from schemas.wire import encode_event
+from society.settings import Settings
+
+
+class ProbeError(RuntimeError):
+    pass
+
+
+@dataclass
+class ProbeRun:
+    run_id: str
+    society: str
+    submolt: str
+    posted_at: str
+    probes: list[dict[str, Any]] = field(default_factory=list)  # Probe fields + post_id, agents
+
+    @property
+    def agents(self) -> set[str]:
+        return {a for p in self.probes for a in p["agents"]}
+
+
+def run_dir(settings: Settings, society: str) -> Path:
+    return settings.state_dir / society / "probes"
+
+
+def society_now(wh: Warehouse, society: str) -> datetime:
+    """The society's current event time: its newest stored event."""
+    rows = wh.query(
+        "SELECT toUnixTimestamp64Micro(max(occurred_at)), count() FROM events "
+        f"WHERE society = {quoted(society)}"
+    ).rows
+    if not rows or not int(rows[0][1]):
+        raise ProbeError(f"society {society!r} has no events yet: start it (society run) before probing it")
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(rows[0][0]))
+
+
+def _agent(rnd: random.Random) -> tuple[str, str]:
+    """An id and a name that look like any other agent's (roster ids are digits only: no clash)."""
+    while True:
+        tag = f"{rnd.getrandbits(24):06x}"
+        if not tag.isdigit():
+            return f"agent-{tag}", f"molty_{rnd.randrange(10**4, 10**6)}"
+
+
+def probe_events(
+    probes: list[Probe], society: str, submolt: str, at: datetime, rnd: random.Random
+) -> tuple[list[Event], list[dict[str, Any]]]:
+    """The events that post ``probes`` at event time ``at``, and the run's record of each probe."""
+    events: list[Event] = []
+    records = []
+    t = at
+    for probe in probes:
+        agents = []
+        for _ in range(1 + len(probe.premises)):
+            agent_id, name = _agent(rnd)
+            agents.append(agent_id)
+            t += timedelta(microseconds=1)
+            body = AgentRegisteredBody(name=name, brain="probe")
+            events.append(
+                AgentRegistered(
+                    event_id=uuid7(t, rnd), society=society, actor=agent_id, occurred_at=t, body=body
+                )
+            )
+            events.append(
+                AgentSubscribed(
+                    event_id=uuid7(t, rnd),
+                    society=society,
+                    actor=agent_id,
+                    occurred_at=t,
+                    body=AgentSubscribedBody(submolt=submolt),
+                )
+            )
+        t += timedelta(microseconds=1)
+        pid = uuid7(t, rnd)
+        events.append(
+            PostCreated(
+                event_id=pid,
+                society=society,
+                actor=agents[0],
+                occurred_at=t,
+                body=PostCreatedBody(
+                    post_id=str(pid), submolt=submolt, title=probe.title, content=probe.content
+                ),
+            )
+        )
+        premise_ids = []
+        for agent_id, text in zip(agents[1:], probe.premises, strict=True):
+            t += timedelta(microseconds=1)
+            cid = uuid7(t, rnd)
+            premise_ids.append(str(cid))
+            events.append(
+                CommentCreated(
+                    event_id=cid,
+                    society=society,
+                    actor=agent_id,
+                    occurred_at=t,
+                    causation_id=str(pid),
+                    body=CommentCreatedBody(comment_id=str(cid), post_id=str(pid), depth=1, content=text),
+                )
+            )
+        records.append({**asdict(probe), "post_id": str(pid), "agents": agents, "premise_ids": premise_ids})
+    return events, records
+
+
+async def publish(bootstrap: str, society: str, events: list[Event]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(
+                topic_name(society, Role.ACTIONS), encode_event(ev), key=partition_key(ev).encode()
+            )
+            for ev in events
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+def inject(
+    settings: Settings,
+    wh: Warehouse,
+    bootstrap: str,
+    society: str,
+    probes: list[Probe],
+    *,
+    submolt: str,
+    seed: int | None = None,
+) -> ProbeRun:
+    """Post ``probes`` into the running society and record the run (see module docstring)."""
+    if not probes:
+        raise ProbeError("no probes to post")
+    at = society_now(wh, society) + timedelta(milliseconds=1)
+    rnd = random.Random(seed if seed is not None else secrets.randbits(64))
+    events, records = probe_events(probes, society, submolt, at, rnd)
+    asyncio.run(publish(bootstrap, society, events))
+    run = ProbeRun(f"{at:%Y%m%dT%H%M%S}-{rnd.getrandbits(20):05x}", society, submolt, at.isoformat(), records)
+    path = run_dir(settings, society) / f"{run.run_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(run), indent=2))
+    return run
+
+
+def load_run(path: Path) -> ProbeRun:
+    try:
+        doc = json.loads(path.read_text())
+        return ProbeRun(**doc)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ProbeError(f"{path}: not a probe run ({exc})") from None
+
+
+def replies(wh: Warehouse, run: ProbeRun) -> dict[str, list[Reply]]:
+    """Every comment in the probe threads, by post id, in depth then time order."""
+    ids = ", ".join(f"'{uuid.UUID(p['post_id'])}'" for p in run.probes)  # ids, checked, never free text
+    rows = wh.query(
+        "SELECT post_id, comment_id, parent_id, actor, depth, content FROM events FINAL "
+        f"WHERE society = {quoted(run.society)} AND type = 'comment_created' AND post_id IN ({ids}) "
+        "ORDER BY post_id, depth, occurred_at, comment_id"
+    ).rows
+    out: dict[str, list[Reply]] = {p["post_id"]: [] for p in run.probes}
+    for post_id, cid, parent, actor, depth, content in rows:
+        out[str(post_id)].append(Reply(str(cid), str(parent) or None, str(actor), int(depth), str(content)))
+    return out
+
+
+def _probe(rec: dict[str, Any]) -> Probe:
+    return Probe(
+        tier=rec["tier"],
+        title=str(rec["title"]),
+        content=str(rec["content"]),
+        answer=str(rec["answer"]),
+        premises=tuple(rec["premises"]),
+        start=int(rec["start"]),
+        target=int(rec["target"]),
+    )
+
+
+def leaders(wh: Warehouse, society: str) -> list[str]:
+    """The PageRank leaders of the newest closed window (the stream processor's ``pagerank_leader``)."""
+    q = quoted(society)
+    newest = f"SELECT max(window_start) FROM metrics WHERE society = {q} AND metric = 'pagerank_leader'"
+    rows = wh.query(
+        f"SELECT dim FROM metrics FINAL WHERE society = {q} AND metric = 'pagerank_leader' "
+        f"AND window_start = ({newest}) ORDER BY dim"
+    ).rows
+    return [str(r[0]).split(":", 1)[1] for r in rows]
+
+
+def aliases(wh: Warehouse, society: str) -> dict[str, str]:
+    rows = wh.query(
+        f"SELECT actor, JSONExtractString(body, 'name') FROM events WHERE society = {quoted(society)} "
+        "AND type = 'agent_registered'"
+    ).rows
+    out: dict[str, str] = {}
+    for actor, name in rows:
+        out[str(actor).casefold()] = str(actor)
+        if name:
+            out[str(name).casefold()] = str(actor)
+    return out
+
+
+async def _verdicts(judge: Judge, probe: Probe, rs: list[Reply]) -> dict[str, Verdict]:
+    question = f"{probe.title}\n{probe.content}"
+    async with contextlib.AsyncExitStack() as stack:
+        if isinstance(judge, contextlib.AbstractAsyncContextManager):  # e.g. the LLM judge's client
+            await stack.enter_async_context(judge)
+        got = await asyncio.gather(*(judge.judge(question, probe.answer, r.content) for r in rs))
+    return {r.comment_id: v for r, v in zip(rs, got, strict=True) if v is not None}
+
+
+def score(settings: Settings, wh: Warehouse, run: ProbeRun, judge: Judge | None = None) -> dict[str, Any]:
+    """Score every probe of ``run`` (see module docstring) and write the results beside the run."""
+    judge = judge or ExactJudge()
+    threads = replies(wh, run)
+    probe_agents = run.agents
+    per_tier: dict[str, list[ProbeResult]] = {}
+    memory = []
+    for rec in run.probes:
+        probe = _probe(rec)
+        rs = [r for r in threads[rec["post_id"]] if r.actor not in probe_agents]
+        if probe.tier == 2:
+            result = score_tier2(rec["post_id"], probe, rs)
+        elif probe.tier == 3:
+            result = score_tier3(rec["post_id"], probe, rs)
+        elif probe.tier == 1:
+            result = score_judged(rec["post_id"], probe, rs, asyncio.run(_verdicts(judge, probe, rs)))
+        else:
+            memory.extend(rs)
+            continue
+        per_tier.setdefault(str(probe.tier), []).append(result)
+    doc: dict[str, Any] = {
+        "run_id": run.run_id,
+        "society": run.society,
+        "judge": judge.name,
+        "scored_at": datetime.now(UTC).isoformat(),
+        "tiers": {t: asdict(summarise(int(t), rs)) for t, rs in sorted(per_tier.items())},
+        "probes": [asdict(r) for rs in per_tier.values() for r in rs],
+    }
+    if any(p["tier"] == "memory" for p in run.probes):
+        doc["shared_memory"] = asdict(
+            score_memory(memory, aliases(wh, run.society), leaders(wh, run.society))
+        )
+    path = run_dir(settings, run.society) / f"{run.run_id}.results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2))
+    return doc

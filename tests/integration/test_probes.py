@@ -1,0 +1,133 @@
+"""Probes of every tier posted into a running simulated society (real broker, real ClickHouse), then
+scored: the probe events are stored as ordinary posts and comments, the probing agents never act after
+posting, and the tier results agree with an independent recount of the probe threads from ClickHouse.
+The scoring rules themselves are checked on fixed threads in ``tests/unit/test_probe_scoring.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from stack_helpers import make_settings, running_stack, sql
+
+from probes import session, tasks
+from report.source import SinkWarehouse
+from society.fork import save_config
+from society.run import drive_clock, last_window_start, wait_drained
+from society.stack import settings_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, society_name: str) -> None:
+    s = make_settings(broker, tmp_path, agents=400, seed=11)
+    qfile = tmp_path / "questions.jsonl"
+    qfile.write_text('{"question": "What is the capital of France?", "answer": "Paris"}\n')
+    made = [*tasks.tier1(tasks.load_questions(qfile)), *tasks.tier2(3, seed=1), *tasks.tier3(3, seed=2)]
+    made += tasks.shared_memory(1)
+    reached, posted = threading.Event(), threading.Event()
+    with running_stack(s, society_name) as stack:
+        wh = SinkWarehouse(stack.sink_url())
+
+        def on_tick(t: int) -> None:
+            if t == 6:  # hold the clock while the probes go in
+                reached.set()
+                assert posted.wait(120)
+
+        result: list[int] = []
+
+        def clock() -> None:
+            async def go() -> None:
+                _, end_us = await drive_clock(
+                    s, stack.bootstrap, society_name, ticks=60, duration=None, on_tick=on_tick
+                )
+                save_config(s, society_name, end_us=end_us)
+                await wait_drained(society_name, last_window_start(s, end_us), stack)
+                result.append(end_us)
+
+            asyncio.run(go())
+
+        th = threading.Thread(target=clock)
+        th.start()
+        assert reached.wait(300)
+        try:
+            run = session.inject(s, wh, stack.bootstrap, society_name, made, submolt="general", seed=5)
+        finally:
+            posted.set()
+        th.join(500)
+        assert result, "the clock did not finish"
+        doc = session.score(s, wh, run)
+        q = f"society = '{society_name}'"
+        ids = ", ".join(f"'{p['post_id']}'" for p in run.probes)
+        rows = sql(
+            stack,
+            "SELECT type, actor, post_id, comment_id, depth, content FROM events FINAL "
+            f"WHERE {q} AND (post_id IN ({ids}) OR actor IN ({', '.join(repr(a) for a in run.agents)}))",
+        )
+        dead = int(sql(stack, f"SELECT count() FROM dead_letters WHERE {q}")[0][0])
+
+    assert dead == 0
+    probe_agents = run.agents
+    # what the probing agents did: register, subscribe, post the probe, and (Tier II) one premise each
+    by_agent: dict[str, list[str]] = {}
+    for etype, actor, *_ in rows:
+        if actor in probe_agents:
+            by_agent.setdefault(str(actor), []).append(str(etype))
+    n_premises = sum(len(p["premises"]) for p in run.probes)
+    assert len(probe_agents) == len(made) + n_premises
+    assert sum(v.count("post_created") for v in by_agent.values()) == len(made)
+    assert sum(v.count("comment_created") for v in by_agent.values()) == n_premises
+    assert all(
+        sorted(v)
+        in (
+            ["agent_registered", "agent_subscribed", "post_created"],
+            ["agent_registered", "agent_subscribed", "comment_created"],
+        )
+        for v in by_agent.values()
+    )
+    for p in run.probes:
+        premises = [
+            r for r in rows if r[0] == "comment_created" and r[2] == p["post_id"] and r[1] in probe_agents
+        ]
+        assert sorted(str(r[5]) for r in premises) == sorted(p["premises"])
+        assert len({r[1] for r in premises}) == len(p["premises"])  # each premise by its own agent
+    # the results against an independent recount of the external replies per probe
+    external = {p["post_id"]: 0 for p in run.probes}
+    for etype, actor, post_id, *_ in rows:
+        if etype == "comment_created" and actor not in probe_agents:
+            external[str(post_id)] += 1
+    scored = {r["post_id"]: r for r in doc["probes"]}
+    for p in run.probes:
+        if p["tier"] != "memory":
+            assert scored[p["post_id"]]["replies"] == external[p["post_id"]]
+    for tier, want in (("1", 1), ("2", 3), ("3", 3)):
+        t = doc["tiers"][tier]
+        posts = [p["post_id"] for p in run.probes if str(p["tier"]) == tier]
+        assert t["probes"] == want
+        assert t["no_reply_share"] == pytest.approx(sum(1 for x in posts if external[x] == 0) / want)
+        assert t["replies_per_probe"] == pytest.approx(sum(external[x] for x in posts) / want)
+    memory = doc["shared_memory"]
+    assert memory["replies"] == sum(external[p["post_id"]] for p in run.probes if p["tier"] == "memory")
+    assert memory["leaders"]  # the measured PageRank leaders of the newest window
+    assert (tmp_path / "state" / society_name / "probes" / f"{run.run_id}.results.json").exists()
+
+    # the CLI re-scores the stored run (stack stopped: it reads ClickHouse directly) and prints the tiers
+    run_file = tmp_path / "state" / society_name / "probes" / f"{run.run_id}.json"
+    env = settings_env(s)
+    env.pop("KAFKA_BOOTSTRAP", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "society.cli", "probe", "--society", society_name, "--score", str(run_file)],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "tier 2" in out.stdout
+    again = json.loads(
+        (tmp_path / "state" / society_name / "probes" / f"{run.run_id}.results.json").read_text()
+    )
+    assert again["tiers"] == doc["tiers"]
