@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser demo test test-unit test-integration lint bench clean
+.PHONY: help setup browser demo demo-llm test test-unit test-integration lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -43,6 +43,16 @@ demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, query it, wr
 	@echo; echo "== The MoltBook studies' diagnostics of this society (society report)"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society report demo --out .society/demo-report.html
 
+
+demo-llm: $(STAMP) ## A society of 200 agents, 8 of them LLM agents on the local SmolLM2 server; what it cost
+	@rm -rf .society/demo-llm-clickhouse
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society run --society demo_llm \
+	  --agents 200 --llm-agents 8 --llm-models smollm2-135m,smollm2-135m-hot --ticks 12 --no-dashboard
+	@echo; echo "== What the model calls cost (society sql over the model_calls view)"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
+	  "SELECT model, count() AS calls, countIf(outcome != 'ok') AS failed_calls, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, round(quantile(0.5)(latency_ms)) AS p50_ms FROM model_calls WHERE society = 'demo_llm' GROUP BY model"
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
+	  "SELECT decision, count() AS calls, any(reason) AS a_reason FROM model_calls WHERE society = 'demo_llm' GROUP BY decision ORDER BY calls DESC"
 test: $(STAMP) browser ## Run the whole test suite (unit + integration on the real broker, chDB and Chromium)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import random
 import secrets
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -69,15 +70,23 @@ def run_dir(settings: Settings, society: str) -> Path:
     return settings.state_dir / society / "probes"
 
 
-def society_now(wh: Warehouse, society: str) -> datetime:
-    """The society's current event time: its newest stored event."""
-    rows = wh.query(
-        "SELECT toUnixTimestamp64Micro(max(occurred_at)), count() FROM events "
-        f"WHERE society = {quoted(society)}"
-    ).rows
-    if not rows or not int(rows[0][1]):
-        raise ProbeError(f"society {society!r} has no events yet: start it (society run) before probing it")
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(rows[0][0]))
+def society_now(wh: Warehouse, society: str, timeout: float = 60.0) -> datetime:
+    """The society's current event time: its newest stored event (waiting up to ``timeout`` seconds for a
+    society that has just started and has nothing stored yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = wh.query(
+            "SELECT toUnixTimestamp64Micro(max(occurred_at)), count() FROM events "
+            f"WHERE society = {quoted(society)}"
+        ).rows
+        if rows and int(rows[0][1]):
+            return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(rows[0][0]))
+        if time.monotonic() >= deadline:
+            raise ProbeError(
+                f"society {society!r} has no events after {timeout:.0f} s: "
+                "start it (society run) before probing it"
+            )
+        time.sleep(0.5)
 
 
 def _agent(rnd: random.Random) -> tuple[str, str]:

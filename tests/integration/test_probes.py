@@ -53,7 +53,7 @@ def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, soc
 
             asyncio.run(go())
 
-        th = threading.Thread(target=clock)
+        th = threading.Thread(target=clock, daemon=True)  # a failed test must not hang on it
         th.start()
         assert reached.wait(300)
         try:

@@ -153,3 +153,42 @@ def test_question_files(tmp_path: Path) -> None:
         load_questions(bad)
     with pytest.raises(ProbeFileError, match="no such file"):
         load_questions(tmp_path / "missing.json")
+
+
+def test_llm_judge_reads_the_verdict_and_counts_failures() -> None:
+    """The LLM judge against a loopback chat server whose answers are scripted (the real model judges in
+    no test: a 135M model is no judge; this checks the plumbing and the failure path)."""
+    from aiohttp import web
+
+    from agents.llm_client import ChatClient
+    from probes.judge import LLMJudge
+
+    answers = iter(['{"on_task": true, "correct": false}', "not json", '{"on_task": false, "correct": true}'])
+    sent: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        sent.append(body["messages"][0]["content"])
+        text = next(answers)
+        return web.json_response({"choices": [{"message": {"content": text}}], "usage": {}})
+
+    async def go() -> list[Verdict | None]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with LLMJudge(ChatClient(f"http://127.0.0.1:{port}/v1"), "judge-m") as judge:
+                out = [await judge.judge("Q?", "Paris", f"reply {i}") for i in range(3)]
+                assert judge.failures == 1
+                return out
+        finally:
+            await runner.cleanup()
+
+    got = asyncio.run(go())
+    assert got == [Verdict(True, False), None, Verdict(True, True)]  # correct implies on the task
+    assert '"Paris"' in sent[0]
+    assert '"reply 0"' in sent[0]  # the reply goes in as a quoted string
