@@ -6,18 +6,27 @@ STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser demo demo-llm test test-unit test-integration lint bench clean
+.PHONY: help setup compiler browser demo demo-llm test test-unit test-integration lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory compiler
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev,llm]"
 	@touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
+
+compiler: ## Install a C++ compiler and cmake with apt when missing (llama-cpp-python builds from source)
+	@{ command -v g++ >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	  else echo "g++ or cmake is missing and cannot be installed without root: apt-get install g++ cmake"; exit 1; fi; \
+	  echo "installing g++ and cmake with apt ..."; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ cmake >/dev/null; }
 
 browser: ## Install Debian's chromium (dashboard tests) with apt when it is missing; needs root or sudo
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -22,8 +22,11 @@ from streams.feeds import merge_feeds
 class FeedCache:
     """Latest feed snapshots per partition, and the newest tick every partition has published."""
 
-    def __init__(self, bootstrap: str, society: str, partitions: int, feed_size: int) -> None:
+    def __init__(
+        self, bootstrap: str, society: str, partitions: int, feed_size: int, fetch_wait_ms: int = 10
+    ) -> None:
         self.bootstrap = bootstrap
+        self.fetch_wait_ms = fetch_wait_ms
         self.topic = topic_name(society, Role.FEEDS)
         self.partitions = partitions
         self.feed_size = feed_size
@@ -37,7 +40,10 @@ class FeedCache:
 
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=self.fetch_wait_ms,
         )
         await self._consumer.start()
         tps = [TopicPartition(self.topic, q) for q in range(self.partitions)]

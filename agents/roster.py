@@ -47,8 +47,8 @@ def build_roster(
     """Every agent of the society, deterministic in (seed, n_agents, shards, behaviour).
 
     Agents ``0 .. llm_agents - 1`` use the LLM brain (spread over every shard), agent ``k`` of them with
-    ``models[k % len(models)]`` and persona ``k``; the others are stochastic. Which agents are LLM agents
-    changes no random draw, so the stochastic agents act the same with or without them.
+    ``models[k % len(models)]`` and persona ``k``; the others are stochastic. Choosing LLM agents changes
+    no draw of the roster: every agent keeps its id, rate and subscriptions with or without them.
     """
     rng = np.random.default_rng([seed, 0x5EED])
     act = behaviour.activity

@@ -120,11 +120,11 @@ class AgentWorker:
             group_id=f"society.{self.society}.agents",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            fetch_max_wait_ms=10,
+            fetch_max_wait_ms=self.s.poll_ms,
         )
         await consumer.start()
         partitions = await partition_count(self.bootstrap, self.t_actions)
-        feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size)
+        feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms)
         await feeds.start()
         log.info("agents.started", society=self.society, agents=self.s.agents, shards=self.s.shards)
         try:

@@ -1,16 +1,18 @@
 """``python -m bench.llm``: tokens/s through LLM agents against a direct benchmark of the same server.
 
 1. The local model server (SmolLM2-135M-Instruct Q4_1, llama-cpp-python, all cores) is started once.
-2. Direct: ``--concurrency`` clients send the agents' own kind of request (a decision prompt over a
-   realistic feed, the reply schema, the same ``max_tokens`` and temperature) back to back, ``--requests``
-   in all; tokens/s = (prompt + completion tokens) / wall time. Completion tokens/s is reported too.
-3. Through the agents: a society on the local stack (Tansu, stream processor, sink, one agent worker)
-   whose ``--llm-agents`` LLM agents all wake every tick (``SOCIETY_LLM_RATE=1``) call the same server with
-   the same concurrency; tokens/s = the tokens of every ``model_called`` event in ClickHouse / the wall
-   time from the first LLM tick to the end of the last one (simulated time: the clock waits for every
-   decision).
+2. Through the agents: a society on the local stack (Tansu, stream processor, sink, one agent worker)
+   whose ``--llm-agents`` LLM agents all wake every tick (``SOCIETY_LLM_RATE=1``) call the server with
+   ``--concurrency`` calls in flight. They reach it through a pass-through proxy in this process that
+   records every request body. tokens/s = the prompt + completion tokens of every ``model_called`` event
+   in ClickHouse / the wall time from the end of the genesis tick to the end of the last tick (simulated
+   time: the clock waits for every decision, so the time between ticks counts against the agents).
+3. Direct: the same recorded requests (same prompts, reply schema, max_tokens, temperature and seed, so
+   the same completions and token counts) are sent straight to the server with the same concurrency;
+   tokens/s = their tokens / wall time.
 
-Results go to the terminal and to BENCHMARKS.md between the ``llm`` markers (``--no-write`` skips).
+The ratio compares the same work done two ways. Results go to the terminal and to BENCHMARKS.md between
+the ``llm`` markers (``--no-write`` skips).
 """
 
 from __future__ import annotations
@@ -19,84 +21,118 @@ import argparse
 import asyncio
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 
-from agents.llm_client import ChatClient, ModelCall
-from agents.llm_decision import prompt, reply_schema, show_feed
-from agents.personas import persona
+import aiohttp
+import orjson
+from aiohttp import web
+
 from bench.dashboard import write_markdown
 from bench.pipeline import LLM_BEGIN as BEGIN
 from bench.pipeline import LLM_END as END
 from bench.pipeline import machine_info
-from schemas.control import FeedItem
+from society.broker import free_port
 from society.model_server import LocalModelServer
 from society.query import query_http
 from society.run import drive_clock, last_window_start, wait_drained
 from society.settings import Settings
-from society.stack import LocalStack
+from society.stack import PIPELINE_NICE, LocalStack
 
 
-def _feed() -> list[FeedItem]:
-    titles = [
-        "Memory is just context with a longer shelf life",
-        "What is 17 + 25? Reply with the number.",
-        "Shipped a prompt cache today",
-        "Do agents dream of electric crabs?",
-        "Heartbeat schedules: every 4 hours or every 30 minutes?",
-        "Who owns the weights?",
-    ]
-    return [
-        {
-            "post_id": f"p{i}",
-            "author": f"agent-{i * 7:06d}",
-            "submolt": "general",
-            "title": t,
-            "created_us": i,
-            "score": 5 - i,
-            "comments": 2,
-            "hot": 1.0 - i / 10,
-            "recent": [
-                [f"c{i}a", "agent-000003", 1, 0, "I agree, mostly."],
-                [f"c{i}b", "agent-000009", 2, 1, "Why?"],
-            ],
-            "excerpt": "A few thoughts from my last run, curious what you think.",
-        }
-        for i, t in enumerate(titles)
-    ]
+class RecordingProxy:
+    """Forwards ``/v1/*`` to the model server and keeps every request body (a thread with its own loop)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target.rstrip("/")
+        self.requests: list[bytes] = []
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._session: aiohttp.ClientSession | None = None
+        self.outstanding = 0
+        self.last_done: float | None = None
+        self.idle: list[float] = []  # gaps with no request outstanding, between the first and the last
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> RecordingProxy:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def handler(request: web.Request) -> web.Response:
+            body = await request.read()
+            self.requests.append(body)
+            now = time.perf_counter()
+            if self.outstanding == 0 and self.last_done is not None:
+                self.idle.append(now - self.last_done)  # nothing asked of the server meanwhile
+            self.outstanding += 1
+            try:
+                return await forward(request, body)
+            finally:
+                self.outstanding -= 1
+                if self.outstanding == 0:
+                    self.last_done = time.perf_counter()
+
+        async def forward(request: web.Request, body: bytes) -> web.Response:
+            assert self._session is not None
+            async with self._session.post(
+                f"{self.target}/{request.match_info['tail']}",
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=600),
+            ) as resp:
+                return web.Response(
+                    status=resp.status, body=await resp.read(), content_type="application/json"
+                )
+
+        async def main() -> None:
+            self._session = aiohttp.ClientSession()
+            app = web.Application(client_max_size=1 << 24)
+            app.router.add_post("/v1/{tail:.*}", handler)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", self.port).start()
+            self._ready.set()
+            await asyncio.Event().wait()
+
+        self._loop.run_until_complete(main())
 
 
-async def direct(
-    url: str, model: str, n: int, concurrency: int, max_tokens: int, temperature: float
-) -> dict[str, float]:
-    text, shown = show_feed(_feed(), ("general", "tech"))
-    schema = reply_schema(shown)
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(n):
-        queue.put_nowait(i)
-    calls: list[ModelCall] = []
-
-    async with ChatClient(url, concurrency=concurrency, timeout_s=600) as client:
+async def direct(url: str, requests: list[bytes], concurrency: int) -> dict[str, float]:
+    """Send ``requests`` (chat-completion bodies) to ``url`` with ``concurrency`` in flight."""
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in requests:
+        queue.put_nowait(body)
+    usage: list[tuple[int, int]] = []
+    async with aiohttp.ClientSession() as session:
 
         async def worker() -> None:
             while not queue.empty():
-                i = queue.get_nowait()
-                msg = prompt(persona(i), f"molty_{i}", [], text, ("general", "tech"), first=i)
-                calls.append(
-                    await client.complete(
-                        model, [{"role": "user", "content": msg}], max_tokens=max_tokens,
-                        temperature=temperature, json_schema=schema, seed=i,
-                    )
-                )  # fmt: skip
+                body = queue.get_nowait()
+                async with session.post(
+                    f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"},
+                    timeout=aiohttp.ClientTimeout(total=600),
+                ) as resp:  # fmt: skip
+                    doc = orjson.loads(await resp.read())
+                u = doc.get("usage") or {}
+                usage.append((int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)))
 
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - began
-    ok = [c for c in calls if c.outcome == "ok"]
-    p, c = sum(x.prompt_tokens for x in ok), sum(x.completion_tokens for x in ok)
+    p, c = sum(u[0] for u in usage), sum(u[1] for u in usage)
     return {
-        "calls": len(ok),
+        "calls": len(usage),
         "prompt": p,
         "completion": c,
         "seconds": wall,
@@ -107,7 +143,7 @@ async def direct(
 
 def through_agents(s: Settings, ticks: int) -> dict[str, float]:
     society = f"bench_llm_{uuid.uuid4().hex[:6]}"
-    stack = LocalStack(s, society)
+    stack = LocalStack(s, society, nice=PIPELINE_NICE)  # as the stack does beside its own model server
     stamps: dict[int, float] = {}
     try:
         stack.start()
@@ -116,10 +152,9 @@ def through_agents(s: Settings, ticks: int) -> dict[str, float]:
             def on_tick(t: int) -> None:
                 stamps[t] = time.perf_counter()
 
-            final, end_us = await drive_clock(
+            _, end_us = await drive_clock(
                 s, stack.bootstrap, society, ticks=ticks, duration=None, on_tick=on_tick
             )
-            stamps[final] = time.perf_counter()  # the final tick goes out once tick ticks-1 is decided
             await wait_drained(society, last_window_start(s, end_us), stack)
 
         asyncio.run(go())
@@ -131,9 +166,9 @@ def through_agents(s: Settings, ticks: int) -> dict[str, float]:
     finally:
         stack.stop()
     n, ok, p, c = (int(x) for x in rows[0])
-    wall = (
-        stamps[ticks] - stamps[0]
-    )  # from publishing tick 1's predecessor's end (tick 0 = genesis, no calls)
+    # on_tick(t) runs once every decision of tick t is folded into the feeds: from the end of genesis
+    # (tick 0, no model calls) to the end of the last tick
+    wall = stamps[ticks - 1] - stamps[0]
     return {
         "calls": n,
         "ok": ok,
@@ -166,7 +201,6 @@ def _row(*cells: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--requests", type=int, default=32, help="direct benchmark requests")
     ap.add_argument("--llm-agents", type=int, default=8)
     ap.add_argument("--ticks", type=int, default=5, help="ticks of the society (the first is genesis)")
     ap.add_argument("--no-write", action="store_true")
@@ -175,26 +209,23 @@ def main(argv: list[str] | None = None) -> int:
     base = Settings()
     server = LocalModelServer.from_settings(base, tmp / "model-server.log").start()
     try:
+        proxy = RecordingProxy(server.base_url).start()
         s = base.model_copy(
             update={
                 "state_dir": tmp / "state", "clickhouse_url": f"chdb://{tmp / 'ch'}", "agents": 100,
                 "llm_agents": args.llm_agents, "llm_rate": 1.0, "llm_concurrency": args.concurrency,
-                "llm_base_url": server.base_url, "dashboard_port": 0,
+                "llm_base_url": proxy.base_url, "dashboard_port": 0,
             }
         )  # fmt: skip
-        d = asyncio.run(
-            direct(
-                server.base_url,
-                s.model_names[0],
-                args.requests,
-                args.concurrency,
-                s.llm_max_tokens,
-                s.llm_temperature,
-            )
-        )
-        print(_line("direct", d))
         a = through_agents(s, args.ticks)
         print(_line("agents", a))
+        print(
+            f"server idle while the agents ran: {sum(proxy.idle):.1f} s in {len(proxy.idle)} gaps "
+            f"(max {max(proxy.idle, default=0):.2f} s)"
+        )
+        gaps = list(proxy.idle)
+        d = asyncio.run(direct(server.base_url, list(proxy.requests), args.concurrency))
+        print(_line("direct", d))
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -203,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         m = machine_info()
         cmd = (
-            f"python -m bench.llm --concurrency {args.concurrency} --requests {args.requests} "
-            f"--llm-agents {args.llm_agents} --ticks {args.ticks}"
+            f"python -m bench.llm --concurrency {args.concurrency} --llm-agents {args.llm_agents} "
+            f"--ticks {args.ticks}"
         )
         block = "\n".join(
             [
@@ -213,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 "",
                 f"`{cmd}` (part of `make bench`) on {m.get('cpu', '?')}, {m.get('cores', '?')} cores. "
                 "One local server (SmolLM2-135M-Instruct Q4_1, llama-cpp-python, which answers one request "
-                "at a time) for both runs; the same prompt kind, reply schema, "
-                f"max_tokens {s.llm_max_tokens} and concurrency {args.concurrency}. "
+                "at a time) for both runs. The direct run replays exactly the requests the agents sent "
+                "(recorded by a pass-through proxy: same prompts, reply schema, seeds, so the same "
+                f"completions), with the same concurrency ({args.concurrency}). "
                 "Tokens = prompt + completion.",
                 "",
                 _row(
@@ -227,10 +259,12 @@ def main(argv: list[str] | None = None) -> int:
                     "completion tokens/s",
                 ),
                 "|---|---:|---:|---:|---:|---:|---:|",
-                _row("direct", *_cells(d)),
                 _row(f"through {args.llm_agents} LLM agents", *_cells(a)),
+                _row("direct (same requests)", *_cells(d)),
                 "",
-                f"**Through the agents / direct: {ratio:.1%}** of the tokens/s (target ≥ 90%), in one run.",
+                f"**Through the agents / direct: {ratio:.1%}** of the tokens/s (target ≥ 90%), in one run. "
+                f"While the agents ran, the server had no request to work on for {sum(gaps):.1f} s in all "
+                f"({len(gaps)} gaps, the longest {max(gaps, default=0):.2f} s).",
                 "",
                 END,
                 "",

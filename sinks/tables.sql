@@ -123,7 +123,7 @@ FROM
 -- model_calls: one row per model call of an LLM agent (model_called events): cost and latency as data.
 -- "What did this society cost?":  SELECT model, count(), sum(prompt_tokens), sum(completion_tokens)
 --                                 FROM model_calls WHERE society = 'demo' GROUP BY model
-CREATE VIEW IF NOT EXISTS model_calls AS
+CREATE OR REPLACE VIEW model_calls AS
 SELECT
     society,
     event_id,

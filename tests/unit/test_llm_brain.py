@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 import pytest
 from aiohttp import web
+from loopback_chat import serve_chat
 
 from agents.brain import FeedView, TickContext
 from agents.llm_brain import LLMBrain
@@ -79,14 +80,8 @@ async def _serve() -> tuple[web.AppRunner, str, list[dict[str, Any]]]:
             }
         )
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/v1", seen
+    runner, url = await serve_chat(handler)
+    return runner, url, seen
 
 
 def _agents() -> list[AgentSpec]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from loopback_chat import serve_chat
 
 from agents.llm_client import ChatClient
 
@@ -26,17 +27,6 @@ def _answer(text: str = '{"action": "nothing"}') -> dict[str, Any]:
     }
 
 
-async def _serve(handler: Any) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/v1"
-
-
 def test_retries_5xx_then_reports_tokens_and_attempts() -> None:
     calls: dict[str, Any] = {"n": 0, "auth": ""}
 
@@ -49,7 +39,7 @@ def test_retries_5xx_then_reports_tokens_and_attempts() -> None:
         return web.json_response(_answer())
 
     async def go() -> None:
-        runner, url = await _serve(handler)
+        runner, url = await serve_chat(handler)
         try:
             async with ChatClient(url, "sk-test", backoff_s=0.01) as client:
                 call = await client.complete(
@@ -75,7 +65,7 @@ def test_client_errors_are_not_retried() -> None:
         return web.Response(status=400, text="bad model name")
 
     async def go() -> None:
-        runner, url = await _serve(handler)
+        runner, url = await serve_chat(handler)
         try:
             async with ChatClient(url, backoff_s=0.01) as client:
                 call = await client.complete("nope", [{"role": "user", "content": "hi"}])
@@ -110,14 +100,14 @@ def test_slow_server_times_out_and_bad_json_is_a_bad_response() -> None:
         return web.Response(status=200, text="<html>not json</html>")
 
     async def go() -> None:
-        runner, url = await _serve(slow)
+        runner, url = await serve_chat(slow)
         try:
             async with ChatClient(url, timeout_s=0.2, max_attempts=2, backoff_s=0.01) as client:
                 call = await client.complete("m", [{"role": "user", "content": "hi"}])
         finally:
             await runner.cleanup()
         assert (call.outcome, call.attempts) == ("timeout", 2)
-        runner, url = await _serve(garbage)
+        runner, url = await serve_chat(garbage)
         try:
             async with ChatClient(url, backoff_s=0.01) as client:
                 call = await client.complete("m", [{"role": "user", "content": "hi"}])
@@ -140,7 +130,7 @@ def test_concurrency_is_bounded_and_callers_wait() -> None:
         return web.json_response(_answer())
 
     async def go() -> None:
-        runner, url = await _serve(handler)
+        runner, url = await serve_chat(handler)
         try:
             async with ChatClient(url, concurrency=3) as client:
                 calls = await asyncio.gather(

@@ -159,6 +159,7 @@ def test_llm_judge_reads_the_verdict_and_counts_failures() -> None:
     """The LLM judge against a loopback chat server whose answers are scripted (the real model judges in
     no test: a 135M model is no judge; this checks the plumbing and the failure path)."""
     from aiohttp import web
+    from loopback_chat import serve_chat
 
     from agents.llm_client import ChatClient
     from probes.judge import LLMJudge
@@ -173,15 +174,9 @@ def test_llm_judge_reads_the_verdict_and_counts_failures() -> None:
         return web.json_response({"choices": [{"message": {"content": text}}], "usage": {}})
 
     async def go() -> list[Verdict | None]:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, url = await serve_chat(handler)
         try:
-            async with LLMJudge(ChatClient(f"http://127.0.0.1:{port}/v1"), "judge-m") as judge:
+            async with LLMJudge(ChatClient(url), "judge-m") as judge:
                 out = [await judge.judge("Q?", "Paris", f"reply {i}") for i in range(3)]
                 assert judge.failures == 1
                 return out

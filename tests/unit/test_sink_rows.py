@@ -267,7 +267,7 @@ def test_society_of_topic() -> None:
 
 def test_schema_statements() -> None:
     statements = schema_statements()
-    assert len(statements) == 17
+    assert len(statements) == 18
     created = [
         next(line for line in s.splitlines() if line.startswith("CREATE")).split()[:6] for s in statements
     ]
@@ -275,10 +275,11 @@ def test_schema_statements() -> None:
         ["IF", "NOT", "EXISTS", name]
         for name in ("events", "metrics", "dead_letters", "threads", "metric_latest")
     ]
-    # the diagnostics views are replaced by their current definition at each start; the embeddings they
+    # model_calls and the diagnostics views are replaced by their current definition at each start; the
+    # embeddings they
     # use are data, kept
     diagnostics = [
-        "interaction_edges", "activity_daily", "lexical_turnover_daily", "texts", "embeddings",
+        "model_calls", "interaction_edges", "activity_daily", "lexical_turnover_daily", "texts", "embeddings",
         "semantic_daily", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads",
         "cooperation_events", "cooperation_baseline",
     ]  # fmt: skip
