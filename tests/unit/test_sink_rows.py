@@ -276,8 +276,7 @@ def test_schema_statements() -> None:
         for name in ("events", "metrics", "dead_letters", "threads", "metric_latest")
     ]
     # model_calls and the diagnostics views are replaced by their current definition at each start; the
-    # embeddings they
-    # use are data, kept
+    # embeddings they use are data, kept
     diagnostics = [
         "model_calls", "interaction_edges", "activity_daily", "lexical_turnover_daily", "texts", "embeddings",
         "semantic_daily", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads",
