@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 BEGIN,
                 "## LLM agents: tokens/s through the agents vs the model server alone",
                 "",
-                f"`{cmd}` (part of `make bench`) on {m.get('cpu', '?')}, {m.get('cores', '?')} cores. "
+                f"`{cmd}` (part of `make bench`) on {m.get('cpu', '?')}, {m.get('nproc', '?')} cores. "
                 "One local server (SmolLM2-135M-Instruct Q4_1, llama-cpp-python, which answers one request "
                 "at a time) for both runs. The direct run replays exactly the requests the agents sent "
                 "(recorded by a pass-through proxy: same prompts, reply schema, seeds, so the same "
