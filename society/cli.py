@@ -315,6 +315,7 @@ def probe(
     except BadSocietyName as exc:
         raise click.UsageError(str(exc)) from None
     s = get_settings()
+    judge_impl = _judge(s, judge, judge_model)
     wh = open_warehouse(s)
     try:
         if score_file is not None:
@@ -338,7 +339,7 @@ def probe(
             console.print(f"posted {len(made)} probe(s) of tier {tier} in {run.submolt}: run {run.run_id}")
             with console.status(f"letting the society answer for {wait:.0f} s ..."):
                 time.sleep(wait)
-        doc = session.score(s, wh, run, _judge(s, judge, judge_model))
+        doc = session.score(s, wh, run, judge_impl)
     except (session.ProbeError, tasks.ProbeFileError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -368,11 +369,17 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
         return None
     from probes.judge import LLMJudge
 
-    if not s.llm_base_url:
-        raise click.UsageError("--judge llm needs SOCIETY_LLM_BASE_URL (an OpenAI-compatible model server)")
+    url = s.llm_base_url
+    state = s.state_dir / "stack.json"
+    if not url and state.exists():  # the running stack's local model server
+        url = (json.loads(state.read_text()).get("model_server") or {}).get("url")
+    if not url:
+        raise click.UsageError(
+            "--judge llm needs a model server: SOCIETY_LLM_BASE_URL, or a running society with LLM agents"
+        )
     from agents.llm_client import ChatClient
 
-    return LLMJudge(ChatClient(s.llm_base_url, s.llm_api_key), model or s.model_names[0])
+    return LLMJudge(ChatClient(url, s.llm_api_key), model or s.model_names[0])
 
 
 def _print_probe_results(doc: dict[str, Any]) -> None:
