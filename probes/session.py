@@ -1,9 +1,10 @@
 """A probe session: post the probes into a running society, later score the threads they started.
 
 ``inject`` registers the probing agents (``brain="probe"``), posts each probe at the society's current
-event time (its newest stored event) in one community and, for Tier II, posts each premise as a
-top-level comment by a further probing agent. It writes the run to
-``<state_dir>/<society>/probes/<run_id>.json``. After that the probing agents never act again.
+event time (its newest tick, or its newest stored event if that is later or it has no clock) in one
+community and, for Tier II, posts each premise as a top-level comment by a further probing agent. It
+writes the run to ``<state_dir>/<society>/probes/<run_id>.json``. After that the probing agents never
+act again.
 
 ``score`` reads the probe threads from ClickHouse, scores them (``probes.score``), writes
 ``<run_id>.results.json`` beside the run and returns it. It can be run again later: a thread keeps
@@ -24,13 +25,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from probes.judge import ExactJudge, Judge
 from probes.score import ProbeResult, Reply, Verdict, score_judged, score_tier2, score_tier3, summarise
 from probes.shared_memory import score_memory
 from probes.tasks import Probe
 from report.source import Warehouse, quoted
+from schemas import control
 from schemas.events import (
     AgentRegistered,
     AgentRegisteredBody,
@@ -87,6 +89,34 @@ def society_now(wh: Warehouse, society: str, timeout: float = 60.0) -> datetime:
                 "start it (society run) before probing it"
             )
         time.sleep(0.5)
+
+
+async def clock_now(bootstrap: str, society: str, timeout: float = 20.0) -> datetime | None:
+    """The start of the society's newest tick (its ticks topic, shard 0), or None without ticks (a replay).
+
+    This is the time the agents are at; the newest stored event can lag it by the sink's backlog, and a
+    probe dated in the past would rank low in every feed and go unseen.
+    """
+    tp = TopicPartition(topic_name(society, Role.TICKS), 0)
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await c.start()
+    newest: int | None = None
+    try:
+        c.assign([tp])
+        await c.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batch = await c.getmany(tp, timeout_ms=300)
+            for rec in batch.get(tp, []):
+                tick = control.loads(rec.value)
+                if not tick["final"]:
+                    newest = max(newest or 0, int(tick["sim_time_us"]))
+            hw = c.highwater(tp)  # from the fetch (this broker's ListOffsets(latest) is not reliable)
+            if hw is not None and await c.position(tp) >= hw:
+                break
+    finally:
+        await c.stop()
+    return None if newest is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=newest)
 
 
 def _agent(rnd: random.Random) -> tuple[str, str]:
@@ -185,7 +215,9 @@ def inject(
     """Post ``probes`` into the running society and record the run (see module docstring)."""
     if not probes:
         raise ProbeError("no probes to post")
-    at = society_now(wh, society) + timedelta(milliseconds=1)
+    stored = society_now(wh, society)
+    ticking = asyncio.run(clock_now(bootstrap, society))
+    at = max(stored, ticking or stored) + timedelta(milliseconds=1)
     rnd = random.Random(seed if seed is not None else secrets.randbits(64))
     events, records = probe_events(probes, society, submolt, at, rnd)
     asyncio.run(publish(bootstrap, society, events))
