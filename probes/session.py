@@ -27,8 +27,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from dashboard.panels import panel
 from probes.judge import ExactJudge, Judge
-from probes.score import ProbeResult, Reply, Verdict, score_judged, score_tier2, score_tier3, summarise
+from probes.score import (
+    ProbeResult,
+    Reply,
+    Verdict,
+    external,
+    score_judged,
+    score_tier2,
+    score_tier3,
+    summarise,
+)
 from probes.shared_memory import score_memory
 from probes.tasks import Probe
 from report.source import Warehouse, quoted
@@ -49,6 +59,7 @@ from schemas.ids import uuid7
 from schemas.topics import Role, topic_name
 from schemas.wire import encode_event
 from society.settings import Settings
+from society.status import highwaters
 
 
 class ProbeError(RuntimeError):
@@ -95,25 +106,26 @@ async def clock_now(bootstrap: str, society: str, timeout: float = 20.0) -> date
     """The start of the society's newest tick (its ticks topic, shard 0), or None without ticks (a replay).
 
     This is the time the agents are at; the newest stored event can lag it by the sink's backlog, and a
-    probe dated in the past would rank low in every feed and go unseen.
+    probe dated in the past would rank low in every feed and go unseen. Only the last two records are
+    read (the last may be the final tick of a clock that stopped).
     """
     tp = TopicPartition(topic_name(society, Role.TICKS), 0)
+    hw = (await highwaters(bootstrap, [tp.topic])).get(tp)
+    if not hw:
+        return None
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     await c.start()
     newest: int | None = None
     try:
         c.assign([tp])
-        await c.seek_to_beginning(tp)
+        c.seek(tp, max(0, hw - 2))
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while await c.position(tp) < hw and time.monotonic() < deadline:
             batch = await c.getmany(tp, timeout_ms=300)
             for rec in batch.get(tp, []):
                 tick = control.loads(rec.value)
                 if not tick["final"]:
                     newest = max(newest or 0, int(tick["sim_time_us"]))
-            hw = c.highwater(tp)  # from the fetch (this broker's ListOffsets(latest) is not reliable)
-            if hw is not None and await c.position(tp) >= hw:
-                break
     finally:
         await c.stop()
     return None if newest is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=newest)
@@ -263,14 +275,9 @@ def _probe(rec: dict[str, Any]) -> Probe:
 
 
 def leaders(wh: Warehouse, society: str) -> list[str]:
-    """The PageRank leaders of the newest closed window (the stream processor's ``pagerank_leader``)."""
-    q = quoted(society)
-    newest = f"SELECT max(window_start) FROM metrics WHERE society = {q} AND metric = 'pagerank_leader'"
-    rows = wh.query(
-        f"SELECT dim FROM metrics FINAL WHERE society = {q} AND metric = 'pagerank_leader' "
-        f"AND window_start = ({newest}) ORDER BY dim"
-    ).rows
-    return [str(r[0]).split(":", 1)[1] for r in rows]
+    """The PageRank leaders of the newest closed window, as the dashboard's Influence panel lists them."""
+    rows = wh.query(panel("influence").query("leaders").render(society)).rows
+    return [str(agent) for _rank, agent, _pagerank in rows]
 
 
 def aliases(wh: Warehouse, society: str) -> dict[str, str]:
@@ -286,31 +293,34 @@ def aliases(wh: Warehouse, society: str) -> dict[str, str]:
     return out
 
 
-async def _verdicts(judge: Judge, probe: Probe, rs: list[Reply]) -> dict[str, Verdict]:
-    question = f"{probe.title}\n{probe.content}"
+async def _verdicts(judge: Judge, threads: list[tuple[Probe, list[Reply]]]) -> dict[str, Verdict]:
+    """The judge's verdict on every reply of the Tier I threads, with the judge opened once."""
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(judge, contextlib.AbstractAsyncContextManager):  # e.g. the LLM judge's client
             await stack.enter_async_context(judge)
-        got = await asyncio.gather(*(judge.judge(question, probe.answer, r.content) for r in rs))
-    return {r.comment_id: v for r, v in zip(rs, got, strict=True) if v is not None}
+        asked = [(f"{p.title}\n{p.content}", p.answer, r) for p, rs in threads for r in rs]
+        got = await asyncio.gather(*(judge.judge(q, answer, r.content) for q, answer, r in asked))
+    return {r.comment_id: v for (_, _, r), v in zip(asked, got, strict=True) if v is not None}
 
 
 def score(settings: Settings, wh: Warehouse, run: ProbeRun, judge: Judge | None = None) -> dict[str, Any]:
     """Score every probe of ``run`` (see module docstring) and write the results beside the run."""
     judge = judge or ExactJudge()
     threads = replies(wh, run)
-    probe_agents = run.agents
+    probes = [
+        (rec["post_id"], _probe(rec), external(threads[rec["post_id"]], run.agents)) for rec in run.probes
+    ]
+    tier1 = [(probe, rs) for _, probe, rs in probes if probe.tier == 1]
+    verdicts = asyncio.run(_verdicts(judge, tier1)) if tier1 else {}
     per_tier: dict[str, list[ProbeResult]] = {}
-    memory = []
-    for rec in run.probes:
-        probe = _probe(rec)
-        rs = [r for r in threads[rec["post_id"]] if r.actor not in probe_agents]
+    memory: list[Reply] = []
+    for post_id, probe, rs in probes:
         if probe.tier == 2:
-            result = score_tier2(rec["post_id"], probe, rs)
+            result = score_tier2(post_id, probe, rs)
         elif probe.tier == 3:
-            result = score_tier3(rec["post_id"], probe, rs)
+            result = score_tier3(post_id, probe, rs)
         elif probe.tier == 1:
-            result = score_judged(rec["post_id"], probe, rs, asyncio.run(_verdicts(judge, probe, rs)))
+            result = score_judged(post_id, probe, rs, verdicts)
         else:
             memory.extend(rs)
             continue
