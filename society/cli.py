@@ -243,15 +243,10 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 
     from dashboard.__main__ import run as serve_dashboard
     from dashboard.panels import BadSocietyName, check_society_name
+    from society.stack import read_state
 
     s = _settings(dashboard_host=host, dashboard_port=port)
-    stack_state: dict[str, Any] = {}
-    path = s.state_dir / "stack.json"
-    if path.exists():
-        try:
-            stack_state = json.loads(path.read_text())
-        except ValueError:
-            stack_state = {}
+    stack_state = read_state(s)
     society = name or stack_state.get("society") or s.society
     try:
         check_society_name(society)
@@ -348,14 +343,14 @@ def probe(
 
 
 def _bootstrap(s: Settings) -> str:
-    if s.kafka_bootstrap:
-        return s.kafka_bootstrap
-    state = s.state_dir / "stack.json"
-    if not state.exists():
+    from society.stack import read_state
+
+    bootstrap = s.kafka_bootstrap or read_state(s).get("bootstrap")
+    if not bootstrap:
         raise click.ClickException(
             "no running society here: start one with `society run` (or set KAFKA_BOOTSTRAP)"
         )
-    return str(json.loads(state.read_text())["bootstrap"])
+    return str(bootstrap)
 
 
 def _first_submolt(s: Settings) -> str:
@@ -368,11 +363,10 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
     if kind == "exact":
         return None
     from probes.judge import LLMJudge
+    from society.stack import read_state
 
-    url = s.llm_base_url
-    state = s.state_dir / "stack.json"
-    if not url and state.exists():  # the running stack's local model server
-        url = (json.loads(state.read_text()).get("model_server") or {}).get("url")
+    # else the running stack's local model server
+    url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
     if not url:
         raise click.UsageError(
             "--judge llm needs a model server: SOCIETY_LLM_BASE_URL, or a running society with LLM agents"

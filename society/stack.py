@@ -45,6 +45,16 @@ def settings_env(settings: Settings, **overrides: Any) -> dict[str, str]:
     return env
 
 
+def read_state(settings: Settings) -> dict[str, Any]:
+    """The running stack's ``<state_dir>/stack.json`` (see ``LocalStack.write_state``); {} without one."""
+    path = settings.state_dir / "stack.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
 @dataclass
 class Child:
     role: str

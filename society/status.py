@@ -7,7 +7,6 @@ broker reports wrongly).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.table import Table
 
 from schemas.topics import Role, topic_name
 from society.settings import Settings
+from society.stack import read_state
 
 GROUPS = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
 
@@ -90,11 +90,12 @@ async def collect(bootstrap: str, society: str) -> dict[str, Any]:
 
 
 def print_status(settings: Settings, console: Console) -> int:
-    path = settings.state_dir / "stack.json"
-    if not path.exists():
-        console.print(f"no running stack (no {path}); start one with `society run`")
+    state = read_state(settings)
+    if not state:
+        console.print(
+            f"no running stack (no {settings.state_dir / 'stack.json'}); start one with `society run`"
+        )
         return 1
-    state = json.loads(path.read_text())
     info = asyncio.run(collect(state["bootstrap"], state["society"]))
     t = Table(title=f"society {info['society']} on {state['bootstrap']}", header_style="bold")
     t.add_column("figure")
