@@ -8,9 +8,10 @@ the actor of every event it returns.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import numpy as np
@@ -39,6 +40,18 @@ class TickContext:
     seconds: float  # length of the tick in event time
     rng: np.random.Generator  # the shard's random stream for this tick
     submolts: tuple[str, ...]
+
+
+def awake(agents: Sequence[AgentSpec], ctx: TickContext, rate: float | None = None) -> list[int]:
+    """Indices of the agents that act this tick: one draw each from the tick's stream, against the agent's
+    own rate (its heartbeat, heavy-tailed over agents) or ``rate`` for all."""
+    rates = np.fromiter((a.rate if rate is None else rate for a in agents), dtype=float, count=len(agents))
+    return np.flatnonzero(ctx.rng.random(len(agents)) < rates).tolist()
+
+
+def moment(ctx: TickContext, py: random.Random) -> datetime:
+    """A uniformly drawn instant of the tick, at microsecond precision."""
+    return ctx.start + timedelta(microseconds=py.randrange(max(1, int(ctx.seconds * 1_000_000))))
 
 
 class Brain(Protocol):

@@ -22,11 +22,9 @@ import asyncio
 import random
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-import numpy as np
-
-from agents.brain import FeedView, TickContext
+from agents.brain import FeedView, TickContext, awake, moment
 from agents.genesis import genesis
 from agents.llm_client import ChatClient, ModelCall
 from agents.llm_decision import FEED_POSTS, Decision, Failed, parse, prompt, reply_schema, show_feed, to_event
@@ -65,15 +63,7 @@ class LLMBrain:
         py = random.Random(int(ctx.rng.integers(2**63)))
         if ctx.tick == 0:
             return genesis(agents, ctx, py)
-        rates = np.fromiter(
-            (a.rate if self.rate is None else self.rate for a in agents), dtype=float, count=len(agents)
-        )
-        acting = np.flatnonzero(ctx.rng.random(len(agents)) < rates).tolist()
-        span = max(1, int(ctx.seconds * 1_000_000))
-        plans = [
-            (agents[i], ctx.start + timedelta(microseconds=py.randrange(span)), py.getrandbits(31))
-            for i in acting
-        ]
+        plans = [(agents[i], moment(ctx, py), py.getrandbits(31)) for i in awake(agents, ctx, self.rate)]
         done = await asyncio.gather(*(self._one(a, feed, ctx, at, seed) for a, at, seed in plans))
         return [ev for events in done for ev in events]
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
 
 from agents.behaviour import Behaviour
-from agents.brain import FeedView, TickContext
+from agents.brain import FeedView, TickContext, awake, moment
 from agents.genesis import genesis
 from agents.roster import AgentSpec, submolt_weights
 from schemas.control import FeedItem
@@ -169,13 +169,10 @@ class StochasticBrain:
         py = random.Random(int(ctx.rng.integers(2**63)))
         if ctx.tick == 0:
             return genesis(agents, ctx, py)
-        rates = np.fromiter((a.rate for a in agents), dtype=float, count=len(agents))
-        acting = np.flatnonzero(ctx.rng.random(len(agents)) < rates)
         out: list[Event] = []
-        span = max(1, int(ctx.seconds * 1_000_000))
-        for i in acting.tolist():
+        for i in awake(agents, ctx):
             agent = agents[i]
-            at = ctx.start + timedelta(microseconds=py.randrange(span))
+            at = moment(ctx, py)
             kind = py.choices(self._kinds, weights=self._kind_w)[0]
             ev: Event | None
             if kind == "post":
