@@ -29,6 +29,7 @@ from dashboard.snapshot import Snapshotter
 from sinks.consumer import dumps_json  # the same JSON as the sink's /query answers
 from society.logs import get_logger
 from society.settings import Settings
+from society.web_guard import check_bind, guard
 
 log = get_logger(__name__)
 
@@ -107,8 +108,12 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "society": snap.society, "seq": snap.seq})
 
 
-def make_app(snapshotter: Snapshotter) -> web.Application:
-    app = web.Application(middlewares=[security_headers])
+def make_app(
+    snapshotter: Snapshotter, port: Callable[[], int | None] = lambda: None, extra_hosts: tuple[str, ...] = ()
+) -> web.Application:
+    """The dashboard's routes behind the Host/Origin/Content-Type checks (``society.web_guard``) of the
+    bound ``port()``."""
+    app = web.Application(middlewares=[guard(port, extra_hosts), security_headers], client_max_size=64 << 10)
     app[SNAPSHOT_KEY] = snapshotter
     app.router.add_get("/", index)
     app.router.add_get("/api/panels", panels)
@@ -125,11 +130,15 @@ def state_file(settings: Settings, society: str) -> Path:
 
 async def serve(settings: Settings, society: str, bootstrap: str | None, stop: asyncio.Event) -> None:
     """Serve the dashboard of ``society`` until ``stop`` is set; writes its URL to ``dashboard.json``."""
+    host, port = settings.dashboard_host, settings.dashboard_port
+    check_bind(host, allow_remote=settings.allow_remote, what="dashboard")
+    bound_port: list[int] = []
     snapshotter = Snapshotter(settings, society, bootstrap)
-    app = make_app(snapshotter)
+    app = make_app(
+        snapshotter, lambda: bound_port[0] if bound_port else None, tuple(settings.allowed_hosts.split(","))
+    )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    host, port = settings.dashboard_host, settings.dashboard_port
     try:
         site = web.TCPSite(runner, host, port)
         await site.start()
@@ -140,6 +149,7 @@ async def serve(settings: Settings, society: str, bootstrap: str | None, stop: a
         site = web.TCPSite(runner, host, 0)
         await site.start()
     bound = runner.addresses[0]
+    bound_port.append(int(bound[1]))
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104 (naming, not binding)
     url = f"http://{shown}:{bound[1]}/"
     path = state_file(settings, society)

@@ -1,9 +1,9 @@
 """Where the dashboard's figures come from: ClickHouse, the broker, the sink and the replay command.
 
-- ``ClickHouseSource`` runs the panels' SQL where the data is: through the running sink's ``/query``
-  endpoint when the embedded chDB is owned by a sink, else directly (a ClickHouse server, or the chDB
-  directory when nothing else holds it; then it is opened for one refresh and released again, so a sink
-  started later can take it).
+- ``ClickHouseSource`` runs the panels' SQL where the data is, through the one access layer
+  (``warehouse``): the running sink's ``/query`` endpoint when the embedded chDB is owned by a sink, else a
+  read-only session of its own (a ClickHouse server, or the chDB directory when nothing else holds it;
+  then it is opened for one refresh and released again, so a sink started later can take it).
 - ``BrokerWatch`` measures consumer lag the way ``society status`` does (high watermark from a real
   fetch minus each group's committed offset) with long-lived clients that reconnect by themselves, and
   keeps answering while the broker is unreachable: it then reports since when and the last error.
@@ -27,6 +27,7 @@ from schemas.topics import Role, topic_name
 from society.logs import get_logger
 from society.settings import Settings
 from society.status import GROUPS  # consumer group suffix -> the topic its lag is measured on
+from warehouse import QueryError, ReadLimits, ReadOnlySession
 
 log = get_logger(__name__)
 
@@ -51,7 +52,7 @@ class ClickHouseSource:
         self.http_timeout = http_timeout
         self._session: aiohttp.ClientSession | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-clickhouse")
-        self._client: Any = None
+        self._client: ReadOnlySession | None = None
         self._schema_ready = False
         self._sink_url: str | None = None
         self._sink_checked = 0.0
@@ -113,18 +114,31 @@ class ClickHouseSource:
     def _direct(self, sql: str) -> tuple[list[str], list[list[Any]]]:
         from sinks.clickhouse import connect, ensure_schema
 
+        s = self.settings
         try:
             if self._client is None:
-                self._client = connect(self.settings.clickhouse_url)
                 if not self._schema_ready:  # once per process, not at every reopen (every refresh)
-                    ensure_schema(self._client)
+                    schema = connect(s.clickhouse_url)
+                    try:
+                        ensure_schema(schema)
+                    finally:
+                        if s.chdb_path is not None:
+                            schema.close()
                     self._schema_ready = True
+                url = s.clickhouse_reader_url or s.clickhouse_url
+                self._client = ReadOnlySession(
+                    connect(url),
+                    embedded=url.startswith("chdb:"),
+                    limits=ReadLimits(max_execution_time=s.query_timeout_seconds),
+                )
             res = self._client.query(sql)
+        except QueryError as exc:
+            raise QueryFailed(str(exc)) from None
         except Exception as exc:  # clickhouse-connect and chDB raise several driver-specific types
             text = str(exc).strip()
             raise QueryFailed(text.splitlines()[0] if text else repr(exc)) from None
         # Rows stay Python values; the snapshot is encoded like the sink's /query answers (dumps_json).
-        return list(res.column_names), [list(r) for r in res.result_rows]
+        return res.columns, res.rows
 
     def _release(self) -> None:
         if self._client is not None:

@@ -23,7 +23,7 @@ from report.source import Warehouse, quoted
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
 DIM = 384
 BATCH = 2_000  # texts fetched, encoded and stored per round
-SINK_ROWS = 100  # vectors per INSERT statement through the sink (about 0.5 MB of SQL)
+SINK_ROWS = 1000  # vectors per insert (through the sink: one request of about 8 MB of JSON)
 
 log = structlog.get_logger(__name__)
 FloatMatrix = npt.NDArray[np.float32]
@@ -100,26 +100,12 @@ def ensure_embeddings(
 
 
 def store(wh: Warehouse, hashes: Sequence[int], vectors: FloatMatrix) -> None:
-    """Insert vectors. Only numbers and our model name go into the statement (texts never do)."""
-    from report.source import ClientWarehouse
-
-    if isinstance(wh, ClientWarehouse):
-        wh.client.insert(
-            "embeddings",
-            [[MODEL, int(h), v.tolist()] for h, v in zip(hashes, vectors, strict=True)],
-            column_names=["model", "text_hash", "vector"],
-        )
-        return
-    # Through the sink's /query (whose requests are capped at 1 MiB): SQL text, SINK_ROWS vectors per
-    # statement, each float written with 9 significant digits (exact for float32).
+    """Insert vectors (a client's insert, or the sink's authenticated internal endpoint, SINK_ROWS vectors
+    per request). Only numbers and our model name are sent; texts never are."""
     for start in range(0, len(hashes), SINK_ROWS):
-        values = ",".join(
-            f"('{MODEL}',{int(h)},[{','.join(format(float(x), '.9g') for x in v)}])"
-            for h, v in zip(
-                hashes[start : start + SINK_ROWS], vectors[start : start + SINK_ROWS], strict=True
-            )
+        wh.store_embeddings(
+            MODEL, hashes[start : start + SINK_ROWS], [v.tolist() for v in vectors[start : start + SINK_ROWS]]
         )
-        wh.command(f"INSERT INTO embeddings (model, text_hash, vector) VALUES {values}")
 
 
 def vectors_for(wh: Warehouse, sql_hashes: str) -> dict[int, FloatMatrix]:

@@ -1,9 +1,11 @@
-"""Where a report reads its data: the society's ClickHouse, through the same paths as ``society sql``.
+"""Where a report reads its data: the society's ClickHouse, through the one access layer (``warehouse``).
 
-- A ClickHouse server, or the embedded chDB with nothing else running: a clickhouse-connect client held
-  for the whole report.
-- The embedded chDB while a sink owns it: the sink's ``/query`` endpoint (writes go there too, with
-  ``readonly`` off: the embeddings the report computes are stored through it).
+- A ClickHouse server, or the embedded chDB with nothing else running: ``ClientWarehouse.open`` holds a
+  read-only session (``warehouse.guard``) for the reads and a client of its own for the one write a report
+  makes, its sentence embeddings.
+- The embedded chDB while a sink owns it: reads through the sink's ``/query`` (read-only, off the insert
+  path), embeddings through its authenticated internal endpoint (the secret in ``sink.token``).
+- ``ClientWarehouse(client)``: a client the caller opened itself (tests and benchmarks in one process).
 
 The only values ever placed in SQL are the society name (checked by ``check_society_name``), numbers and
 hashes the report computed itself; agent-written text only travels as data.
@@ -11,89 +13,112 @@ hashes the report computed itself; agent-written text only travels as data.
 
 from __future__ import annotations
 
-import urllib.error
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from dashboard.panels import check_society_name
-from society.query import QueryError, Result, query_http, running_sink_url
 from society.settings import Settings
+from warehouse import QueryError, ReadOnlySession, Result
+from warehouse.guard import first_line
+from warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
 
 
 class Warehouse(Protocol):
     def query(self, sql: str) -> Result: ...
 
-    def command(self, sql: str) -> None: ...
+    def store_embeddings(
+        self, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]
+    ) -> None: ...
 
     def close(self) -> None: ...
 
 
 class ClientWarehouse:
-    """A clickhouse-connect client (server or chDB) with the schema applied."""
+    """A clickhouse-connect client (server or chDB) with the schema applied; reads through a read-only
+    session when one is given (``open``), else through the client itself (a caller's own client)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, reader: ReadOnlySession | None = None) -> None:
         from sinks.clickhouse import ensure_schema
 
         self.client = client
+        self.reader = reader
         ensure_schema(client)
 
     @classmethod
-    def open(cls, url: str) -> ClientWarehouse:
+    def open(cls, url: str, reader_url: str | None = None) -> ClientWarehouse:
         from sinks.clickhouse import connect
 
-        return cls(connect(url))
+        writer = connect(url)
+        wh = cls(writer)
+        wh.reader = ReadOnlySession(connect(reader_url or url), embedded=url.startswith("chdb:"))
+        return wh
 
     def query(self, sql: str) -> Result:
+        if self.reader is not None:
+            return self.reader.query(sql)
         try:
             res = self.client.query(sql)
         except Exception as exc:  # clickhouse-connect raises several driver-specific types
-            raise QueryError(_first_line(exc)) from None
+            raise QueryError(first_line(exc)) from None
         return Result(list(res.column_names), [list(r) for r in res.result_rows])
 
-    def command(self, sql: str) -> None:
+    def store_embeddings(self, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
         try:
-            self.client.command(sql)
+            self.client.insert(
+                "embeddings",
+                [[model, int(h), list(v)] for h, v in zip(hashes, vectors, strict=True)],
+                column_names=["model", "text_hash", "vector"],
+            )
         except Exception as exc:
-            raise QueryError(_first_line(exc)) from None
+            raise QueryError(first_line(exc)) from None
 
     def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
         self.client.close()
 
 
 class SinkWarehouse:
-    """The running sink's ``/query`` endpoint (it owns the embedded chDB)."""
+    """The running sink: reads through ``/query``, embeddings through its authenticated internal path."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
+        self.token = token
 
-    def query(self, sql: str, *, readonly: bool = True) -> Result:
-        try:
-            return query_http(self.url, sql, timeout=3600.0, readonly=readonly)
-        except urllib.error.URLError as exc:  # HTTP errors are QueryErrors already
-            raise QueryError(f"the sink at {self.url} did not answer ({exc.reason})") from None
+    def query(self, sql: str) -> Result:
+        return query_http(self.url, sql, timeout=3600.0)
 
-    def command(self, sql: str) -> None:
-        self.query(sql, readonly=False)
+    def store_embeddings(self, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
+        if self.token is None:
+            raise QueryError("storing embeddings through the sink needs its secret (sink.token)")
+        store_embeddings_http(self.url, self.token, model, hashes, vectors)
 
     def close(self) -> None:
         return None
 
 
+def sink_warehouse(settings: Settings, url: str) -> SinkWarehouse:
+    """The sink at ``url`` with the secret of whichever society's sink it is (read from its state dir)."""
+    for path in settings.state_dir.glob("*/sink.json"):
+        try:
+            if url in path.read_text():
+                return SinkWarehouse(url, read_token(settings.state_dir, path.parent.name))
+        except (OSError, QueryError):
+            continue
+    return SinkWarehouse(url)
+
+
 def open_warehouse(settings: Settings) -> Warehouse:
     """The society's ClickHouse as ``society sql`` reaches it (see module docstring)."""
     if settings.chdb_path is not None:
-        url = running_sink_url(settings)
+        url = running_sink_url(settings.state_dir)
         if url is not None:
-            return SinkWarehouse(url)
+            return sink_warehouse(settings, url)
         Path(settings.chdb_path).mkdir(parents=True, exist_ok=True)
-    return ClientWarehouse.open(settings.clickhouse_url)
+    return ClientWarehouse.open(settings.clickhouse_url, settings.clickhouse_reader_url)
 
 
 def quoted(society: str) -> str:
     """The society name as an SQL string literal, after validation (the only name ever put in SQL)."""
     return "'" + check_society_name(society) + "'"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)

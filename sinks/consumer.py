@@ -17,10 +17,17 @@ Delivery is at least once, rows are effectively once. The contract, per partitio
   stored there. If the broker lost the topic (Tansu keeps topics in memory only) while ClickHouse kept
   the rows, new records reuse old offsets: the sink then stops with ``PartitionMismatch`` rather than skip
   them or let their tokens collide with old ones.
-- Every ClickHouse call (inserts, the seek queries, the HTTP queries) runs on one dedicated thread: chDB
-  calls block and must all come from the same thread.
+- Inserts and the seek queries run on one dedicated thread and client. Queries from outside (``POST
+  /query``) run on another thread, on a client of their own whose session ClickHouse keeps read-only
+  (``warehouse.guard``): a slow, failing or setting-changing query cannot delay, fail or change an
+  insert. At most ``query_queue`` of them wait at once; more are answered 503.
+- Inserts that keep failing are a failure, not a state to hide: ``GET /health`` reports ``failing`` (since
+  when, the error) at the first failed try, and after ``sink_fail_seconds`` the sink exits non-zero so the
+  stack restarts it (the batch stays uncommitted: nothing is lost).
 
-The sink also serves ``POST /query`` and ``GET /health`` on 127.0.0.1 and advertises its URL in
+The sink serves ``POST /query``, ``GET /health`` and the authenticated ``POST /internal/embeddings`` (the
+report's vectors; bearer secret in ``<state_dir>/<society>/sink.token``, mode 0600) on 127.0.0.1, behind
+the Host/Origin/Content-Type checks of ``society.web_guard``, and advertises its URL in
 ``<state_dir>/<society>/sink.json``, because with chDB no other process can open the data directory.
 """
 
@@ -28,9 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import ipaddress
 import math
 import os
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -66,6 +75,10 @@ from sinks.clickhouse import (
 )
 from society.logs import get_logger
 from society.settings import Settings
+from society.web_guard import check_bind, guard
+from warehouse.guard import ReadLimits, ReadOnlySession, refusal_or_error
+from warehouse.result import QueryError, Refused
+from warehouse.sink_http import TOKEN_FILE
 
 log = get_logger("sinks.consumer")
 
@@ -76,6 +89,11 @@ LATENCY_WINDOW = 1000
 """Number of recent inserts the p99 latency is computed over."""
 RETRIES_AFTER_STOP = 3
 """Failed tries of one batch after which a stopping sink gives up (the batch stays uncommitted)."""
+MAX_QUERY_BYTES = 1 << 20
+"""Largest ``/query`` request body."""
+MAX_INTERNAL_BYTES = 64 << 20
+"""Largest ``/internal/embeddings`` request body."""
+EMBEDDING_DIM_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -133,6 +151,12 @@ class SinkStats:
     lag: dict[str, int | None] = field(default_factory=dict)
     committed: dict[str, int] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
+    failing_since: float | None = None  # wall time of the first failed try of the batch being retried
+    failing_error: str | None = None
+    failing_attempts: int = 0
+    queries: int = 0
+    queries_refused: int = 0
+    queries_busy: int = 0
 
     def p99_ms(self) -> float | None:
         if not self.latencies_ms:
@@ -161,6 +185,15 @@ class SinkStats:
             "committed": dict(self.committed),
             "pending": dict(self.pending),
             "caught_up": bool(known) and all(v == 0 for v in known) and not any(self.pending.values()),
+            "failing": None
+            if self.failing_since is None
+            else {
+                "since": self.failing_since,
+                "seconds": round(time.time() - self.failing_since, 3),
+                "error": self.failing_error,
+                "attempts": self.failing_attempts,
+            },
+            "queries": {"served": self.queries, "refused": self.queries_refused, "busy": self.queries_busy},
         }
 
 
@@ -171,6 +204,10 @@ class PartitionMismatch(RuntimeError):
 
 class _Stopping(Exception):
     """A batch could not be inserted and the sink is stopping: leave it uncommitted."""
+
+
+class InsertsFailing(RuntimeError):
+    """Inserts kept failing for ``sink_fail_seconds``: the sink exits (uncommitted) to be restarted."""
 
 
 def _json_default(value: Any) -> Any:
@@ -230,6 +267,12 @@ class ClickHouseSink:
         }
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
         self._client: Any = None
+        # queries from outside: their own thread, client and read-only session (never the insert path)
+        self._reader_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse-reader")
+        self._reader: ReadOnlySession | None = None
+        self._queries_waiting = 0
+        self._token = secrets.token_urlsafe(32)
+        self._port: int | None = None
         self._consumer: Any = None
         self._pending: dict[Any, _Pending] = {}
         self._verify: dict[Any, tuple[int, str, str]] = {}
@@ -251,6 +294,22 @@ class ClickHouseSink:
     def _open(self) -> None:
         self._client = connect(self.settings.clickhouse_url)
         ensure_schema(self._client)
+
+    def _open_reader(self) -> None:
+        """The read-only session of outside queries (on the reader thread: chDB handles stay on one)."""
+        s = self.settings
+        url = s.clickhouse_reader_url or s.clickhouse_url
+        self._reader = ReadOnlySession(
+            connect(url),
+            embedded=url.startswith("chdb:"),
+            limits=ReadLimits(max_execution_time=s.query_timeout_seconds),
+        )
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                self._reader.close()
+            self._reader = None
 
     async def _open_waiting(self, patience: float = 30.0) -> None:
         """Open ClickHouse; while another process holds the chDB directory only briefly (a dashboard
@@ -316,9 +375,16 @@ class ClickHouseSink:
             )
         return len(rows), len(rejects)
 
-    def _query(self, sql: str, readonly: bool) -> bytes:
-        settings = {"readonly": 2} if readonly else None
-        result = self._client.query(sql, settings=settings)
+    def _query(self, sql: str) -> bytes:
+        """One outside query on the read-only session (reader thread)."""
+        if self._reader is None:
+            self._open_reader()
+        assert self._reader is not None
+        single, functions = self._reader.statement(sql)
+        try:
+            result = self._reader.client.query(single)
+        except Exception as exc:  # clickhouse-connect raises several driver-specific types
+            raise refusal_or_error(exc, functions) from None
         return dumps_json(
             {
                 "columns": list(result.column_names),
@@ -326,6 +392,14 @@ class ClickHouseSink:
                 "rows": [list(row) for row in result.result_rows],
             }
         )
+
+    def _insert_embeddings(self, model: str, rows: list[tuple[int, list[float]]]) -> int:
+        """The report's vectors (insert thread; parameters only, never SQL text)."""
+        if rows:
+            self._client.insert(
+                "embeddings", [[model, h, v] for h, v in rows], column_names=["model", "text_hash", "vector"]
+            )
+        return len(rows)
 
     # --- batches ---------------------------------------------------------------------------------------
 
@@ -343,6 +417,10 @@ class ClickHouseSink:
             except Exception as exc:
                 attempt += 1
                 self.stats.insert_errors += 1
+                if self.stats.failing_since is None:
+                    self.stats.failing_since = time.time()
+                self.stats.failing_error = repr(exc)[:1000]
+                self.stats.failing_attempts = attempt
                 delay = min(MAX_BACKOFF_S, 0.25 * 2 ** (attempt - 1))
                 log.error(
                     "sink.insert_failed",
@@ -356,7 +434,24 @@ class ClickHouseSink:
                 )
                 if self._stop.is_set() and attempt >= RETRIES_AFTER_STOP:
                     raise _Stopping(token) from exc
+                failing_for = time.time() - self.stats.failing_since
+                if failing_for >= self.settings.sink_fail_seconds:
+                    log.error(
+                        "sink.giving_up",
+                        seconds=round(failing_for, 1),
+                        attempts=attempt,
+                        error=repr(exc),
+                        batch=token,
+                    )
+                    raise InsertsFailing(
+                        f"inserts into {target.table} failed for {failing_for:.0f} s ({attempt} tries); the"
+                        f" last error: {exc!r}"
+                    ) from exc
                 await asyncio.sleep(delay)
+        if self.stats.failing_since is not None:
+            log.info("sink.inserts_recovered", after_s=round(time.time() - self.stats.failing_since, 1))
+            self.stats.failing_since = self.stats.failing_error = None
+            self.stats.failing_attempts = 0
         elapsed = time.perf_counter() - started
         ms = elapsed * 1000
         self.stats.batches += 1
@@ -529,15 +624,20 @@ class ClickHouseSink:
             await self._flush_due()
 
     async def _serve(self) -> web.AppRunner:
-        app = web.Application()
+        check_bind("127.0.0.1", allow_remote=self.settings.allow_remote, what="sink")
+        app = web.Application(
+            middlewares=[guard(lambda: self._port, self.settings.allowed_hosts.split(","))],
+            client_max_size=MAX_INTERNAL_BYTES,
+        )
         app.router.add_post("/query", self._handle_query)
         app.router.add_get("/health", self._handle_health)
+        app.router.add_post("/internal/embeddings", self._handle_embeddings)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.settings.sink_http_port)
         await site.start()
-        port = runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self._port = int(runner.addresses[0][1])
+        self.url = f"http://127.0.0.1:{self._port}"
         return runner
 
     async def _handle_health(self, request: web.Request) -> web.Response:
@@ -546,22 +646,75 @@ class ClickHouseSink:
         return web.Response(body=dumps_json(body), content_type="application/json")
 
     async def _handle_query(self, request: web.Request) -> web.Response:
+        if request.content_length is not None and request.content_length > MAX_QUERY_BYTES:
+            return _error(f"a query request is at most {MAX_QUERY_BYTES} bytes", status=413)
         try:
-            doc = orjson.loads(await request.read())
+            raw = await request.content.read(MAX_QUERY_BYTES + 1)
+            doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             return _error(f"request body is not JSON: {exc}")
+        if len(raw) > MAX_QUERY_BYTES:
+            return _error(f"a query request is at most {MAX_QUERY_BYTES} bytes", status=413)
         if not isinstance(doc, dict) or not isinstance(doc.get("sql"), str) or not doc["sql"].strip():
             return _error('expected a JSON object {"sql": "..."}')
-        readonly = doc.get("readonly", True) is not False
+        unknown = sorted(set(doc) - {"sql"})
+        if unknown:
+            return _error(
+                f'unknown field(s) {", ".join(unknown)}: a query is {{"sql": "..."}} and only reads'
+            )
+        if self._queries_waiting >= self.settings.query_queue:
+            self.stats.queries_busy += 1
+            return _error(f"{self._queries_waiting} queries are already waiting; try again", status=503)
+        self._queries_waiting += 1
         try:
-            body = await self._call(self._query, doc["sql"], readonly)
-        except Exception as exc:
+            body = await asyncio.get_running_loop().run_in_executor(
+                self._reader_executor, self._query, doc["sql"]
+            )
+        except Refused as exc:
+            self.stats.queries_refused += 1
+            return _error(str(exc), status=403, refused=True)
+        except QueryError as exc:
             return _error(str(exc))
+        except Exception as exc:
+            return _error(repr(exc))
+        finally:
+            self._queries_waiting -= 1
+        self.stats.queries += 1
         return web.Response(body=body, content_type="application/json")
+
+    async def _handle_embeddings(self, request: web.Request) -> web.Response:
+        """The report's embeddings, the one write from outside: bearer secret, parameters only."""
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith("Bearer ") or not hmac.compare_digest(auth[7:].encode(), self._token.encode()):
+            return _error("this endpoint needs the sink's secret (sink.token)", status=401, refused=True)
+        try:
+            doc = orjson.loads(await request.read())
+            model = doc["model"]
+            rows: list[tuple[int, list[float]]] = [(int(h), [float(x) for x in v]) for h, v in doc["rows"]]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return _error(f'expected {{"model": str, "rows": [[hash, [floats]], ...]}}: {exc!r}')
+        if not isinstance(model, str) or not 0 < len(model) <= 200:
+            return _error("model must be a name of at most 200 characters")
+        for h, v in rows:
+            if not 0 <= h < 1 << 64 or not 0 < len(v) <= EMBEDDING_DIM_MAX or not all(map(math.isfinite, v)):
+                return _error("each row is [UInt64 hash, non-empty list of finite floats]")
+        try:
+            stored = await self._call(self._insert_embeddings, model, rows)
+        except Exception as exc:
+            return _error(repr(exc))
+        return web.Response(body=dumps_json({"rows": stored}), content_type="application/json")
 
     def _write_state(self) -> None:
         path = self.state_file
         path.parent.mkdir(parents=True, exist_ok=True)
+        token = path.parent / TOKEN_FILE
+        tmp_token = token.with_suffix(".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp_token.unlink()
+        fd = os.open(tmp_token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the user's eyes only
+        with os.fdopen(fd, "w") as f:
+            f.write(self._token)
+        tmp_token.replace(token)
         tmp = path.with_suffix(".json.tmp")
         tmp.write_bytes(orjson.dumps({"pid": os.getpid(), "url": self.url}))
         tmp.replace(path)
@@ -570,6 +723,7 @@ class ClickHouseSink:
         with contextlib.suppress(FileNotFoundError, orjson.JSONDecodeError):
             if orjson.loads(self.state_file.read_bytes()).get("pid") == os.getpid():
                 self.state_file.unlink()
+                (self.state_file.parent / TOKEN_FILE).unlink(missing_ok=True)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; then flush and commit what is pending and release everything.
@@ -579,6 +733,7 @@ class ClickHouseSink:
         """
         self._stop = stop
         await self._open_waiting()
+        await asyncio.get_running_loop().run_in_executor(self._reader_executor, self._open_reader)
         runner: web.AppRunner | None = None
         try:
             runner = await self._serve()
@@ -617,9 +772,14 @@ class ClickHouseSink:
             if runner is not None:
                 await runner.cleanup()
             self._remove_state()
+            await asyncio.get_running_loop().run_in_executor(self._reader_executor, self._close_reader)
+            self._reader_executor.shutdown(wait=False)
             await self._call(self._close)
             self._executor.shutdown(wait=True)
 
 
-def _error(message: str) -> web.Response:
-    return web.Response(status=400, body=orjson.dumps({"error": message}), content_type="application/json")
+def _error(message: str, status: int = 400, refused: bool = False) -> web.Response:
+    doc: dict[str, Any] = {"error": message}
+    if refused:
+        doc["refused"] = True
+    return web.Response(status=status, body=orjson.dumps(doc), content_type="application/json")

@@ -30,6 +30,11 @@ class Settings(BaseSettings):
         default_factory=lambda: f"chdb://{Path('.society/clickhouse').resolve()}",
         validation_alias=AliasChoices("CLICKHOUSE_URL", "SOCIETY_CLICKHOUSE_URL"),
     )
+    clickhouse_reader_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CLICKHOUSE_READER_URL", "SOCIETY_CLICKHOUSE_READER_URL"),
+        description="a ClickHouse server account with a read-only profile for queries from outside",
+    )
     state_dir: Path = Path(".society")
     society: str = "demo"
 
@@ -91,6 +96,22 @@ class Settings(BaseSettings):
     sink_batch_rows: int = Field(default=50_000, ge=1)
     sink_batch_seconds: float = Field(default=0.5, gt=0)
     sink_http_port: int = Field(default=0, ge=0, le=65535, description="0 picks a free loopback port")
+    sink_fail_seconds: float = Field(
+        default=60.0, gt=0, description="failing inserts for this long make the sink exit (and be restarted)"
+    )
+
+    # --- queries from outside (society sql, dashboard, report, probes, notebooks) ------------
+    query_timeout_seconds: float = Field(
+        default=60.0, gt=0, le=86_400, description="max_execution_time of one outside query"
+    )
+    query_queue: int = Field(default=8, ge=1, le=1024, description="outside queries the sink holds at once")
+    allow_remote: bool = Field(
+        default=False,
+        description="let the dashboard and the sink listen beyond loopback (they warn when they do)",
+    )
+    allowed_hosts: str = Field(
+        default="", description="comma-separated extra Host names the HTTP endpoints accept (allow_remote)"
+    )
 
     # --- dashboard ----------------------------------------------------------------------------
     dashboard_host: str = Field(default="127.0.0.1", description="address the web dashboard listens on")
@@ -102,6 +123,19 @@ class Settings(BaseSettings):
     agent_workers: int = Field(default=1, ge=1)
     log_level: str = "info"
     log_json: bool | None = None
+    restart_limit: int = Field(
+        default=5, ge=1, description="restarts of one role in restart_window_seconds before the run stops"
+    )
+    restart_window_seconds: float = Field(default=120.0, gt=0, description="window of restart_limit")
+    broker_stall_seconds: float = Field(
+        default=5.0, gt=0, description="broker silence after which the run says it does not answer"
+    )
+    barrier_warn_seconds: float = Field(
+        default=10.0, gt=0, description="a tick's barrier waiting this long is shown with what it waits for"
+    )
+    barrier_timeout_seconds: float = Field(
+        default=600.0, gt=0, description="a tick's barrier waiting this long stops the run with an error"
+    )
 
     @property
     def poll_ms(self) -> int:

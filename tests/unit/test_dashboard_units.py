@@ -102,8 +102,11 @@ def test_server_sends_a_strict_content_security_policy_and_the_panels_sql(tmp_pa
 
     async def go() -> None:
         snap = Snapshotter(settings, "demo", None)
-        client = TestClient(TestServer(make_app(snap)))
+        ports: list[int] = []
+        server = TestServer(make_app(snap, lambda: ports[0] if ports else None), host="127.0.0.1")
+        client = TestClient(server)
         await client.start_server()
+        ports.append(int(server.port or 0))
         try:
             page = await client.get("/")
             assert page.status == 200

@@ -1,0 +1,174 @@
+"""The record cannot be changed from outside: every request an attacker on this machine (or a web page
+in the user's browser) can send to the sink and the dashboard is refused, and the record is unchanged.
+
+Real broker, real chDB, a running society with its sink and dashboard. Each attack goes to the sink's
+``POST /query`` as a local process would (JSON, loopback Host) and as a cross-origin page would
+(``text/plain``, a foreign Origin, a rebound Host), and through ``society sql``; the record's row counts
+and checksums (``security_cases.FINGERPRINT_SQL``) are equal before and after, no file was written, and
+the sink still stores what the society does next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
+from stack_helpers import make_settings, run_ticks, running_stack, sql
+
+from society.run import drive_clock
+from society.stack import settings_env
+
+pytestmark = pytest.mark.integration
+
+
+def _request(
+    url: str, body: bytes | None, headers: dict[str, str], method: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = {"raw": raw[:200].decode(errors="replace")}
+    return status, doc if isinstance(doc, dict) else {"value": doc}
+
+
+def _host(url: str) -> str:
+    return url.split("://", 1)[1].split("/", 1)[0]
+
+
+def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_path: Path, society_name: str):
+    for path in WRITTEN:
+        path.unlink(missing_ok=True)
+    settings = make_settings(broker, tmp_path, agents=150, query_timeout_seconds=10.0)
+    with running_stack(settings, society_name, dashboard=True) as stack:
+        run_ticks(stack, 6)
+        sink = stack.sink_url()
+        dash = stack.dashboard_url()
+        assert dash is not None
+        before = sql(stack, FINGERPRINT_SQL)
+        assert dict((r[0], r[1]) for r in before)["events"] > 0
+        local = {"Content-Type": "application/json", "Host": _host(sink)}
+        browser_like = {
+            "Content-Type": "text/plain",
+            "Origin": "http://evil.example",
+            "Host": _host(sink),
+        }
+        rebound = {
+            "Content-Type": "application/json",
+            "Host": "evil.example",
+            "Origin": "http://evil.example",
+        }
+        for name, attack in ATTACKS.items():
+            body = json.dumps({"sql": attack}).encode()
+            status, doc = _request(f"{sink}/query", body, local)
+            assert status in (400, 403), (name, status, doc)
+            assert doc.get("error"), name
+            for headers in (browser_like, rebound):
+                status, doc = _request(f"{sink}/query", body, headers)
+                assert status in (403, 415), (name, headers, status, doc)
+            # the old escape hatch: a flag in the body
+            status, doc = _request(
+                f"{sink}/query", json.dumps({"sql": attack, "readonly": False}).encode(), local
+            )
+            assert status == 400, (name, doc)
+            assert "readonly" in doc["error"], (name, doc)
+        # refusals decided by ClickHouse's protections say what they refused
+        _, doc = _request(f"{sink}/query", json.dumps({"sql": ATTACKS["file_passwd"]}).encode(), local)
+        assert doc.get("refused") is True
+        assert "file()" in doc["error"]
+        _, doc = _request(f"{sink}/query", json.dumps({"sql": ATTACKS["drop"]}).encode(), local)
+        assert doc.get("refused") is True
+        assert "DROP" in doc["error"]
+        # oversize body, wrong content type, the internal write path without (or with a wrong) secret
+        status, _ = _request(
+            f"{sink}/query", json.dumps({"sql": "SELECT 1 --" + "x" * (2 << 20)}).encode(), local
+        )
+        assert status == 413
+        status, _ = _request(
+            f"{sink}/query", b'{"sql": "SELECT 1"}', {"Host": _host(sink), "Content-Type": "text/plain"}
+        )
+        assert status == 415
+        emb = json.dumps({"model": "m", "rows": [[1, [0.5, 0.5]]]}).encode()
+        status, _ = _request(f"{sink}/internal/embeddings", emb, local)
+        assert status == 401
+        status, _ = _request(f"{sink}/internal/embeddings", emb, {**local, "Authorization": "Bearer guess"})
+        assert status == 401
+        token_file = settings.state_dir / society_name / "sink.token"
+        assert token_file.stat().st_mode & 0o077 == 0  # only the user can read the secret
+        # the dashboard: every route refuses a rebound Host or a foreign Origin, and bodies not JSON
+        for route in ("/", "/api/panels", "/api/snapshot", "/healthz", "/static/app.js"):
+            status, _ = _request(f"{dash.rstrip('/')}{route}", None, {"Host": "evil.example"})
+            assert status == 403, route
+            status, _ = _request(
+                f"{dash.rstrip('/')}{route}", None, {"Host": _host(dash), "Origin": "http://evil.example"}
+            )
+            assert status == 403, route
+        status, _ = _request(f"{dash.rstrip('/')}/api/panels", None, {"Host": _host(dash)})
+        assert status == 200
+        status, _ = _request(
+            f"{dash.rstrip('/')}/api/panels",
+            b"x",
+            {"Host": _host(dash), "Content-Type": "text/plain"},
+            "POST",
+        )
+        assert status == 415
+        # society sql, the CLI a user (or a script) runs: refused with a message, exit 2
+        env = settings_env(settings)
+        for name in ("drop", "set", "file_passwd", "into_outfile", "multi_statement"):
+            proc = subprocess.run(
+                [sys.executable, "-m", "society.cli", "sql", ATTACKS[name]],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
+            assert "refused" in proc.stdout or "failed" in proc.stdout, (name, proc.stdout)
+        unchanged = sql(stack, FINGERPRINT_SQL)
+
+        # a slow query holds the read-only session while the society goes on: its inserts do not wait
+        def health() -> dict[str, Any]:
+            doc: dict[str, Any] = json.loads(urllib.request.urlopen(f"{sink}/health", timeout=10).read())
+            return doc
+
+        slow: list[Any] = []
+        slow_sql = json.dumps({"sql": "SELECT sum(number) FROM system.numbers"}).encode()
+        thread = threading.Thread(target=lambda: slow.append(_request(f"{sink}/query", slow_sql, local)))
+        rows_before = health()["rows"]["events"]
+        thread.start()
+        asyncio.run(
+            drive_clock(settings, stack.bootstrap, society_name, ticks=12, duration=None, start_tick=7)
+        )
+        grew_while_slow = False
+        while thread.is_alive() and not grew_while_slow:
+            grew_while_slow = health()["rows"]["events"] > rows_before
+            time.sleep(0.2)
+        thread.join()
+        final_health = health()
+    assert unchanged == before
+    assert grew_while_slow, "no insert was stored while the slow query ran"
+    assert slow
+    assert slow[0][0] == 400
+    assert "imeout" in slow[0][1]["error"]  # ClickHouse's max_execution_time ended it
+    assert final_health["failing"] is None
+    assert final_health["insert_errors"] == 0
+    assert [p for p in WRITTEN if p.exists()] == []

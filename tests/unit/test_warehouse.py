@@ -1,0 +1,141 @@
+"""The read-only access layer on chDB with no sink: every attack refused, the record unchanged."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
+from stored_events import store_events
+
+from sinks.clickhouse import connect, ensure_schema
+from society.settings import Settings
+from warehouse import QueryError, ReadLimits, Refused, SessionReader, open_reader
+from warehouse.guard import ReadOnlySession
+
+
+def _events() -> list:  # type: ignore[type-arg]
+    from datetime import UTC, datetime
+
+    from agents.behaviour import load_behaviour
+    from agents.offline import simulate
+
+    return simulate(
+        seed=3, agents=60, ticks=30, behaviour=load_behaviour(), start=datetime(2026, 1, 28, tzinfo=UTC)
+    ).events
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"chdb://{tmp_path_factory.mktemp('wh') / 'ch'}"
+    client = connect(url)
+    ensure_schema(client)
+    store_events(client, _events())
+    client.close()
+    return url
+
+
+def test_every_attack_is_refused_and_the_record_is_unchanged(stored: str) -> None:
+    for path in WRITTEN:
+        path.unlink(missing_ok=True)
+    reader = SessionReader(stored, limits=ReadLimits(max_execution_time=10))
+    try:
+        before = reader.query(FINGERPRINT_SQL).rows
+        assert dict((r[0], r[1]) for r in before)["events"] > 0  # there is a record to protect
+        outcomes = {}
+        for name, sql in ATTACKS.items():
+            with pytest.raises(QueryError) as err:
+                reader.query(sql)
+            outcomes[name] = (type(err.value).__name__, str(err.value))
+            assert str(err.value), name
+        after = reader.query(FINGERPRINT_SQL).rows
+    finally:
+        reader.close()
+    assert after == before
+    assert [p for p in WRITTEN if p.exists()] == []
+    # The refusals that ClickHouse's protections decide name what they refused.
+    assert "DROP" in outcomes["drop"][1]
+    assert outcomes["drop"][0] == "Refused"
+    assert "file()" in outcomes["file_passwd"][1]
+    assert outcomes["file_passwd"][0] == "Refused"
+    assert "url()" in outcomes["url"][1]
+    assert "INTO OUTFILE" in outcomes["into_outfile"][1]
+    assert "SET" in outcomes["set"][1]
+    assert "cannot change settings" in outcomes["settings_clause"][1]
+    assert "Multi-statements" in outcomes["multi_statement"][1]
+    assert "KILL" in outcomes["kill"][1]
+
+
+def test_reads_work_and_return_a_dataframe(stored: str, tmp_path: Path) -> None:
+    settings = Settings(clickhouse_url=stored, state_dir=tmp_path / "state")
+    reader = open_reader(settings)
+    try:
+        assert isinstance(reader, SessionReader)
+        res = reader.query("SELECT type, count() AS n FROM events GROUP BY type ORDER BY type")
+        df = reader.df("SELECT type, count() AS n FROM events GROUP BY type ORDER BY type")
+        assert list(df.columns) == ["type", "n"]
+        assert df.values.tolist() == res.rows
+        # the views of the schema are readable, and so are SHOW, DESCRIBE, EXPLAIN, WITH
+        assert reader.query("SELECT count() FROM threads").rows[0][0] > 0
+        assert ["events"] in reader.query("SHOW TABLES").rows
+        assert reader.query("DESCRIBE TABLE events").rows[0][0] == "event_id"
+        assert reader.query("WITH 2 AS x SELECT x * 21").rows == [[42]]
+        assert reader.query("EXPLAIN SELECT 1").rows
+    finally:
+        reader.close()
+
+
+def test_limits_stop_a_runaway_query(stored: str) -> None:
+    reader = SessionReader(stored, limits=ReadLimits(max_execution_time=1, max_result_rows=1000))
+    try:
+        with pytest.raises(QueryError, match=r"TIMEOUT_EXCEEDED|Timeout exceeded"):
+            reader.query("SELECT sum(number) FROM system.numbers")
+        with pytest.raises(QueryError, match=r"TOO_MANY_ROWS|Limit for result"):
+            reader.query("SELECT number FROM system.numbers LIMIT 5000")
+    finally:
+        reader.close()
+
+
+def test_a_reader_session_never_changes_the_writer(stored: str) -> None:
+    """chDB keeps SET per handle: the read-only session of one handle leaves another handle writable,
+    even while a slow read runs on another thread."""
+    writer = connect(stored)
+    reader = ReadOnlySession(connect(stored), embedded=True, limits=ReadLimits(max_execution_time=2))
+    try:
+        with pytest.raises(Refused):
+            reader.query("SET max_threads = 1")
+        failures: list[str] = []
+
+        def slow() -> None:
+            try:
+                reader.query("SELECT sum(number) FROM system.numbers")
+            except QueryError as exc:
+                failures.append(str(exc))
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        before = writer.query("SELECT count() FROM dead_letters").result_rows[0][0]
+        writer.command(
+            "INSERT INTO dead_letters (society, code, reason, value, _topic, _partition, _offset) "
+            "VALUES ('x', 'c', 'r', 'v', 't', 0, 1)"
+        )
+        after = writer.query("SELECT count() FROM dead_letters").result_rows[0][0]
+        settings = dict(
+            writer.query(
+                "SELECT name, value FROM system.settings WHERE name IN "
+                "('readonly', 'max_threads', 'max_execution_time')"
+            ).result_rows
+        )
+        thread.join()
+    finally:
+        reader.close()
+        writer.close()
+    assert after == before + 1
+    assert settings["readonly"] == "0"
+    assert settings["max_execution_time"] == "0"
+    assert failures
+    assert "imeout" in failures[0]

@@ -1,0 +1,97 @@
+"""Where a reader's queries go: the one way into a society's ClickHouse from outside a process.
+
+``open_reader(settings)`` gives a ``Reader`` for ``society sql``, the dashboard, the report, the probes and
+notebooks alike:
+
+- the embedded chDB while a sink owns it (chDB allows one engine per directory): the sink's ``/query``,
+  which runs the statement on its own read-only session, never on the insert path;
+- a ClickHouse server (``CLICKHOUSE_URL=http://...``; ``CLICKHOUSE_READER_URL`` for a read-only
+  account), or chDB with nothing running: a read-only session of this process (``warehouse.guard``).
+
+Every path refuses what is not a read with ``Refused``, whose message names what was refused.
+
+In a notebook::
+
+    from warehouse import open_reader
+    reader = open_reader()                       # settings from the environment
+    df = reader.df("SELECT type, count() FROM events WHERE society = 'demo' GROUP BY type")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from warehouse.guard import ReadLimits, ReadOnlySession
+from warehouse.result import Result
+from warehouse.sink_http import query_http, running_sink_url
+
+
+class Reader(Protocol):
+    def query(self, sql: str) -> Result: ...
+
+    def df(self, sql: str) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class SessionReader:
+    """A read-only session of this process (a server, or chDB that no other process holds)."""
+
+    def __init__(self, url: str, reader_url: str | None = None, limits: ReadLimits | None = None) -> None:
+        from sinks.clickhouse import connect, ensure_schema
+
+        embedded = url.startswith("chdb:")
+        if embedded:
+            Path(url.removeprefix("chdb://")).mkdir(parents=True, exist_ok=True)
+        schema = connect(url)  # the views a reader queries exist before it does
+        try:
+            ensure_schema(schema)
+        finally:
+            if embedded:  # another handle keeps the engine; this one must not stay writable
+                schema.close()
+        self._schema = None if embedded else schema
+        self.session = ReadOnlySession(connect(reader_url or url), embedded=embedded, limits=limits)
+
+    def query(self, sql: str) -> Result:
+        return self.session.query(sql)
+
+    def df(self, sql: str) -> Any:
+        return self.session.query_df(sql)
+
+    def close(self) -> None:
+        self.session.close()
+        if self._schema is not None:
+            self._schema.close()
+
+
+class SinkReader:
+    """The running sink's ``/query`` endpoint."""
+
+    def __init__(self, url: str, timeout: float = 3600.0) -> None:
+        self.url = url
+        self.timeout = timeout
+
+    def query(self, sql: str) -> Result:
+        return query_http(self.url, sql, self.timeout)
+
+    def df(self, sql: str) -> Any:
+        return self.query(sql).df()
+
+    def close(self) -> None:
+        return None
+
+
+def open_reader(settings: Any = None, society: str | None = None) -> Reader:
+    """The reader of the society's ClickHouse (see module docstring); ``settings`` default to the
+    environment's (``society.settings.get_settings``)."""
+    if settings is None:
+        from society.settings import get_settings
+
+        settings = get_settings()
+    limits = ReadLimits(max_execution_time=settings.query_timeout_seconds)
+    if settings.chdb_path is not None:
+        url = running_sink_url(settings.state_dir, society)
+        if url is not None:
+            return SinkReader(url)
+    return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, limits)

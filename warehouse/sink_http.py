@@ -1,0 +1,80 @@
+"""The running sink's HTTP endpoints, as a client sees them (the embedded chDB belongs to the sink).
+
+- ``POST /query`` with ``{"sql": ...}`` runs one read through the sink's read-only session
+  (``warehouse.guard``), never on the thread or session that inserts.
+- ``POST /internal/embeddings`` stores the report's sentence embeddings; it needs the bearer secret the
+  sink wrote to ``<state_dir>/<society>/sink.token`` (mode 0600, readable by the user only).
+
+Requests carry ``Content-Type: application/json`` and the loopback ``Host`` the sink expects.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from warehouse.result import QueryError, Refused, Result
+
+TOKEN_FILE = "sink.token"  # noqa: S105 (the name of the file that holds the secret)
+STATE_FILE = "sink.json"
+
+
+def running_sink_url(state_dir: Path, society: str | None = None) -> str | None:
+    """URL of a live sink under ``state_dir`` (``society``'s first, then any), if one answers."""
+    own = [state_dir / society / STATE_FILE] if society else []
+    for path in [*own, *sorted(p for p in state_dir.glob(f"*/{STATE_FILE}") if p not in own)]:
+        try:
+            url = str(json.loads(path.read_text())["url"])
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                return url
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def _post(url: str, doc: object, timeout: float, token: str | None = None) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=json.dumps(doc).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        try:
+            parsed = json.loads(body)
+            msg, refused = parsed.get("error", body), bool(parsed.get("refused"))
+        except (ValueError, AttributeError):
+            msg, refused = body, False
+        raise (Refused if refused else QueryError)(str(msg)) from None
+    except urllib.error.URLError as exc:
+        raise QueryError(f"the sink at {url} did not answer ({exc.reason})") from None
+
+
+def query_http(url: str, sql: str, timeout: float = 60.0) -> Result:
+    """``sql`` through the sink's ``/query`` (read-only)."""
+    doc = _post(f"{url}/query", {"sql": sql}, timeout)
+    return Result(list(doc["columns"]), [list(r) for r in doc["rows"]])
+
+
+def read_token(state_dir: Path, society: str) -> str:
+    """The sink's internal secret (only the user who runs the sink can read the file)."""
+    path = state_dir / society / TOKEN_FILE
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise QueryError(f"cannot read the sink's secret {path}: {exc.strerror}") from None
+
+
+def store_embeddings_http(
+    url: str, token: str, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]
+) -> int:
+    """Store embeddings through the sink's authenticated internal endpoint; returns the rows stored."""
+    rows = [[int(h), [float(x) for x in v]] for h, v in zip(hashes, vectors, strict=True)]
+    doc = _post(f"{url}/internal/embeddings", {"model": model, "rows": rows}, 600.0, token=token)
+    return int(doc["rows"])
