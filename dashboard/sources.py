@@ -304,5 +304,15 @@ async def sink_health(source: ClickHouseSource) -> dict[str, Any] | None:
             doc = await resp.json(content_type=None)
     except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
-    keep = ("society", "uptime_s", "rows", "last_insert_ms", "p99_insert_ms", "total_lag", "caught_up")
+    keep = (
+        "society",
+        "uptime_s",
+        "rows",
+        "last_insert_ms",
+        "p99_insert_ms",
+        "total_lag",
+        "caught_up",
+        "failing",
+        "insert_errors",
+    )
     return {k: doc.get(k) for k in keep} if isinstance(doc, dict) else None

@@ -271,6 +271,14 @@
     } else {
       pill.textContent = "broker: checking"; pill.className = "pill warn";
     }
+    const sink = snap.health.sink;
+    if (sink && sink.failing) {
+      const f = sink.failing;
+      const text = `The sink has not been able to store events for ${fmt(Math.round(f.seconds))} s ` +
+        `(${fmt(f.attempts)} tries; ${f.error || "no error text"}); the stack restarts it if this goes on.`;
+      banner.textContent = banner.hidden ? text : `${banner.textContent} ${text}`;
+      banner.hidden = false;
+    }
     $("#updated").textContent = `updated ${clock(snap.generated_at)} · refresh ${fmt(snap.refresh_ms)} ms`;
   }
 

@@ -30,7 +30,7 @@ from importers import import_path
 from report.build import SPECS, build_report
 from report.embeddings import Encoder
 from report.model import Report, Scalar
-from report.source import ClientWarehouse, SinkWarehouse
+from report.source import ClientWarehouse, sink_warehouse
 from report.write import report_json, write_report
 from schemas.events import AgentRegistered, CommentCreated, Event, PostCreated
 from schemas.ids import uuid7
@@ -234,7 +234,7 @@ def test_live_society_report_through_the_sink_agrees_with_streaming(
     settings = make_settings(broker, tmp_path, agents=200, window_seconds=600.0)
     with running_stack(settings, society_name) as stack:
         run_ticks(stack, 60)
-        wh = SinkWarehouse(stack.sink_url())
+        wh = sink_warehouse(settings, stack.sink_url())
         rep = build_report(wh, society_name)
     _check_complete(rep)
     values = rep.scalars()
