@@ -9,6 +9,9 @@ Stages (all in one run, on one broker, so their ratios compare like with like):
 4. sink: ``python -m sinks`` on the events topic of stage 3, from its first insert until ``rows.events``;
 5. end to end: fresh society, sink + worker running and warm, N events produced at full speed, from the
    first send until ``/health`` reports N rows in ClickHouse; peak RSS of worker, sink and producer;
+5b. end to end again (another fresh society), while a reader sends ``QUERY_UNDER_LOAD`` to the sink's
+   ``/query`` every 100 ms: user queries run on their own read-only session and must not slow the inserts
+   (target: at least 0.9 of stage 5's rate, both measured in this run);
 6. latency at 1,000 events/s with 1-s windows: window end -> ``events_total`` row in ClickHouse;
 7. replay: the N events, sorted by event time, written once to a ``.jsonl.gz`` archive (not timed); a fresh
    society's sink + worker running and warm as in 5; then ``society replay``'s path, the archive read
@@ -69,6 +72,10 @@ REPO = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
 MIB = 1 << 20
 TARGET_E2E = 20_000.0
+TARGET_QUERY_RATIO = 0.9
+QUERY_EVERY_S = 0.1
+QUERY_UNDER_LOAD = "SELECT type, count() AS events, uniqExact(actor) AS agents FROM events GROUP BY type"
+"""What the reader of stage 5b asks every 100 ms (the demo's first query, over the whole table)."""
 TARGET_LATENCY_P99_S = 2.0
 TARGET_WORKER_RSS = 1 * GIB
 TARGET_REPLAY_EVENTS = 1_000_000
@@ -407,6 +414,7 @@ class Bench:
         tag = uuid.uuid4().hex[:6]
         self.soc_a = f"bench{tag}a"  # producer, ceiling, processor, sink
         self.soc_b = f"bench{tag}e"  # end to end
+        self.soc_q = f"bench{tag}q"  # end to end with user queries
         self.soc_c = f"bench{tag}l"  # latency
         self.soc_r = f"bench{tag}r"  # replay
         self.ds: Dataset | None = None
@@ -518,6 +526,7 @@ class Bench:
                 ("processor", self.stage_processor),
                 ("sink", self.stage_sink),
                 ("e2e", self.stage_e2e),
+                ("e2e_queries", self.stage_e2e_queries),
                 ("latency", self.stage_latency),
                 ("replay", self.stage_replay),
             ]
@@ -549,7 +558,11 @@ class Bench:
                 shutil.rmtree(self.tmp, ignore_errors=True)
 
     async def prepare(self) -> None:
-        files = {self.soc_a: self.tmp / "a.records", self.soc_b: self.tmp / "e.records"}
+        files = {
+            self.soc_a: self.tmp / "a.records",
+            self.soc_b: self.tmp / "e.records",
+            self.soc_q: self.tmp / "q.records",
+        }
         err.print(f"generating {self.n:,} events (agents.offline.simulate, tiled) ...")
         self.ds = await asyncio.to_thread(build, self.n, partitions=self.partitions, societies=files)
         self.run_info.dataset = self.ds
@@ -567,7 +580,7 @@ class Bench:
             self.bootstrap = self.broker.bootstrap
             self.monitor.track("broker", self.broker.process.pid)
         err.print(f"broker {self.bootstrap}; work dir {self.tmp}")
-        for soc in (self.soc_a, self.soc_b, self.soc_c, self.soc_r):
+        for soc in (self.soc_a, self.soc_b, self.soc_q, self.soc_c, self.soc_r):
             await ensure_topics(self.bootstrap, soc, self.partitions, self.settings.shards)
 
     async def run_producer(self, society: str, name: str, mem_key: str) -> dict[str, Any]:
@@ -780,20 +793,46 @@ class Bench:
 
     # --- 5. end to end + memory -------------------------------------------------------------------------
     async def stage_e2e(self) -> None:
+        await self._e2e("e2e", self.soc_b, "end to end: produce -> validate -> events -> ClickHouse")
+
+    async def stage_e2e_queries(self) -> None:
+        """Stage 5 again, with a reader's query sent to the sink every 100 ms (``QUERY_UNDER_LOAD``)."""
+        await self._e2e(
+            "e2e_queries",
+            self.soc_q,
+            "end to end with a user query every 100 ms",
+            queries=True,
+        )
+
+    async def _queries(self, url: str, stats: dict[str, Any]) -> None:
+        """A reader asking every ``QUERY_EVERY_S`` while the stage runs; counts answers and their times."""
+        body = {"sql": QUERY_UNDER_LOAD}
+        while True:
+            began = time.perf_counter()
+            try:
+                await asyncio.to_thread(http_json, f"{url}/query", body, 30.0)
+                stats["ok"] += 1
+                stats["ms"].append((time.perf_counter() - began) * 1000)
+            except Exception as exc:
+                stats["failed"] += 1
+                stats["error"] = repr(exc)[:200]
+            await asyncio.sleep(max(0.0, QUERY_EVERY_S - (time.perf_counter() - began)))
+
+    async def _e2e(self, key: str, society: str, label: str, queries: bool = False) -> None:
         assert self.ds is not None
-        st = self.stage("e2e", "end to end: produce -> validate -> events -> ClickHouse")
+        st = self.stage(key, label)
         n = self.ds.events
-        sink = self.spawn_sink(self.soc_b, "sink e2e")
-        worker = self.spawn_role("streams", self.soc_b, "stream worker e2e")
-        keys = {"sink": "e2e: sink", "worker": "e2e: stream worker", "producer": "e2e: producer"}
+        sink = self.spawn_sink(society, f"sink {key}")
+        worker = self.spawn_role("streams", society, f"stream worker {key}")
+        keys = {"sink": f"{key}: sink", "worker": f"{key}: stream worker", "producer": f"{key}: producer"}
         self.monitor.track(keys["sink"], sink.pid)
         self.monitor.track(keys["worker"], worker.pid)
         try:
-            url = await self.wait_sink(self.soc_b, sink)
-            await self.probe(self.soc_b, self.ds.origin_us)
+            url = await self.wait_sink(society, sink)
+            await self.probe(society, self.ds.origin_us)
             await self.wait_rows(url, 1, [sink, worker], 180.0)
-            err.print("  e2e: sink and stream worker up (probe event stored)")
-            task = self.progress.add_task("5 end to end", total=n)
+            err.print(f"  {key}: sink and stream worker up (probe event stored)")
+            task = self.progress.add_task(f"{STAGE_NUMBER[key]} {label}", total=n)
             self.monitor.sample()
             roles = {"worker": keys["worker"], "sink": keys["sink"], "producer": keys["producer"]}
             if "broker" in self.monitor.tracked:
@@ -802,15 +841,17 @@ class Bench:
             cpu0["producer"] = 0.0
             bench_cpu0 = time.process_time()
             samples: list[tuple[float, int]] = []
-            producer = asyncio.create_task(self.run_producer(self.soc_b, "producer e2e", keys["producer"]))
+            producer = asyncio.create_task(self.run_producer(society, f"producer {key}", keys["producer"]))
             rows_task = asyncio.create_task(
                 self.wait_rows(url, n + 1, [sink, worker], self.timeout(), task, 1, samples)
             )
+            qstats: dict[str, Any] = {"ok": 0, "failed": 0, "ms": [], "error": None}
+            asker = asyncio.create_task(self._queries(url, qstats)) if queries else None
             try:
                 done_at = await rows_task
                 doc = await producer
             finally:
-                for t in (rows_task, producer):
+                for t in (rows_task, producer, *([asker] if asker else [])):
                     if not t.done():
                         t.cancel()
                         with contextlib.suppress(BaseException):
@@ -820,6 +861,15 @@ class Bench:
             produce_s = float(doc["last_ack"]) - float(doc["first_send"])
             st.note = f"first send -> N rows in ClickHouse; producer alone took {produce_s:.1f} s"
             st.note += "; " + tenths(samples, float(doc["first_send"]), n)
+            if queries:
+                ms = qstats["ms"]
+                st.note += (
+                    f"; {qstats['ok']:,} queries answered (p50 {fmt_ms(percentile(ms, 0.5))},"
+                    f" p99 {fmt_ms(percentile(ms, 0.99))}), {qstats['failed']:,} failed"
+                    + (f" ({qstats['error']})" if qstats["error"] else "")
+                )
+                self.monitor.sample()
+                return
             self.monitor.sample()
             mem = self.run_info.memory
             for role, key in keys.items():
@@ -837,7 +887,7 @@ class Bench:
                 self.monitor.untrack(key)
             self.children.stop(worker)
             self.children.stop(sink)
-        err.print(f"  e2e: {st.rate or 0:,.0f} events/s")
+        err.print(f"  {key}: {st.rate or 0:,.0f} events/s")
 
     # --- 7. latency --------------------------------------------------------------------------------
     async def stage_latency(self) -> None:
@@ -1176,6 +1226,10 @@ def fmt_rate(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 
+def fmt_ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f} ms"
+
+
 def fmt_s(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -1184,8 +1238,16 @@ def fmt_mib(v: int | None) -> str:
     return "-" if not v else f"{v / MIB:,.0f} MiB"
 
 
-STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e", "replay")
-STAGE_NUMBER = {"ceiling": 1, "producer": 2, "processor": 3, "sink": 4, "e2e": 5, "replay": 7}
+STAGE_ORDER = ("ceiling", "producer", "processor", "sink", "e2e", "e2e_queries", "replay")
+STAGE_NUMBER = {
+    "ceiling": "1",
+    "producer": "2",
+    "processor": "3",
+    "sink": "4",
+    "e2e": "5",
+    "e2e_queries": "5b",
+    "replay": "7",
+}
 MEMORY_ROLES = ("worker", "sink", "producer", "broker")
 
 
@@ -1230,7 +1292,17 @@ def targets(run: Run) -> list[list[str]]:
     rss_note = ""
     if n < 1_000_000:
         rss_note = f" (measured after {n:,} events, not 1,000,000{'; --quick' if run.quick else ''})"
+    with_queries = run.stages.get("e2e_queries")
+    q_ratio = with_queries.rate / e2e_rate if with_queries and with_queries.rate and e2e_rate else None
     return [
+        [
+            "end-to-end with a user query every 100 ms >= 0.9 of end-to-end without",
+            "-"
+            if q_ratio is None
+            else f"{q_ratio:.2f} ({fmt_rate(with_queries.rate if with_queries else None)}"
+            f" vs {fmt_rate(e2e_rate)} events/s)",
+            verdict(None if q_ratio is None else q_ratio >= TARGET_QUERY_RATIO),
+        ],
         [
             "end-to-end >= 20,000 events/s",
             f"{fmt_rate(e2e_rate)} events/s",
@@ -1620,7 +1692,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--skip",
         nargs="*",
         default=[],
-        choices=["producer", "ceiling", "processor", "sink", "e2e", "latency", "replay"],
+        choices=["producer", "ceiling", "processor", "sink", "e2e", "e2e_queries", "latency", "replay"],
     )
     args = parser.parse_args(argv)
     if args.events is None:

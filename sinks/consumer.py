@@ -24,6 +24,10 @@ Delivery is at least once, rows are effectively once. The contract, per partitio
 - Inserts that keep failing are a failure, not a state to hide: ``GET /health`` reports ``failing`` (since
   when, the error) at the first failed try, and after ``sink_fail_seconds`` the sink exits non-zero so the
   stack restarts it (the batch stays uncommitted: nothing is lost).
+- After a broker loss the society is rebuilt on new topics (``generation`` > 0, see ``society.recover``):
+  rows then name their topic ``<topic>@g<generation>`` (so offsets and deduplication tokens of the lost
+  topics never collide with the new ones), and the rebuilt history is not stored again: events before
+  ``resume_us`` and events, metrics already stored are dropped (counted as ``recovered_skipped``).
 
 The sink serves ``POST /query``, ``GET /health`` and the authenticated ``POST /internal/embeddings`` (the
 report's vectors; bearer secret in ``<state_dir>/<society>/sink.token``, mode 0600) on 127.0.0.1, behind
@@ -55,6 +59,7 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
+from schemas.control import from_us
 from schemas.topics import Role, topic_name
 from sinks.clickhouse import (
     DEAD_LETTER_COLUMNS,
@@ -157,6 +162,7 @@ class SinkStats:
     queries: int = 0
     queries_refused: int = 0
     queries_busy: int = 0
+    recovered_skipped: int = 0
 
     def p99_ms(self) -> float | None:
         if not self.latencies_ms:
@@ -194,6 +200,7 @@ class SinkStats:
                 "attempts": self.failing_attempts,
             },
             "queries": {"served": self.queries, "refused": self.queries_refused, "busy": self.queries_busy},
+            "recovered_skipped": self.recovered_skipped,
         }
 
 
@@ -273,6 +280,10 @@ class ClickHouseSink:
         self._queries_waiting = 0
         self._token = secrets.token_urlsafe(32)
         self._port: int | None = None
+        # after a broker loss (generation > 0): what earlier generations stored already
+        self._stored_events: set[str] = set()
+        self._stored_metrics: set[str] = set()
+        self._resume_at = None if settings.resume_us is None else from_us(settings.resume_us)
         self._consumer: Any = None
         self._pending: dict[Any, _Pending] = {}
         self._verify: dict[Any, tuple[int, str, str]] = {}
@@ -294,6 +305,59 @@ class ClickHouseSink:
     def _open(self) -> None:
         self._client = connect(self.settings.clickhouse_url)
         ensure_schema(self._client)
+        if self.settings.generation > 0:
+            self._load_stored()
+
+    def stored_topic(self, topic: str) -> str:
+        """The ``_topic`` rows of ``topic`` carry: the topic, qualified by its generation after a loss."""
+        return topic if self.settings.generation == 0 else f"{topic}@g{self.settings.generation}"
+
+    def _load_stored(self) -> None:
+        """Ids stored by earlier generations that the rebuilt topics will carry again."""
+        params: dict[str, Any] = {"s": self.society}
+        where = ""
+        if self._resume_at is not None:
+            where = " AND occurred_at >= {t:DateTime64(6, 'UTC')}"
+            params["t"] = self._resume_at
+        self._stored_events = {
+            str(r[0])
+            for r in self._client.query(
+                "SELECT toString(event_id) FROM events WHERE society = {s:String}" + where, parameters=params
+            ).result_rows
+        }
+        self._stored_metrics = {
+            str(r[0])
+            for r in self._client.query(
+                "SELECT toString(metric_id) FROM metrics WHERE society = {s:String}", parameters=params
+            ).result_rows
+        }
+        log.info(
+            "sink.generation",
+            generation=self.settings.generation,
+            resume_us=self.settings.resume_us,
+            stored_events_after_resume=len(self._stored_events),
+            stored_metrics=len(self._stored_metrics),
+        )
+
+    def _new_rows(self, target: _Target, rows: list[list[Any]], rejects: list[list[Any]]) -> list[list[Any]]:
+        """Generation > 0: rows named by the qualified topic, without what earlier generations stored."""
+        kept: list[list[Any]] = []
+        for row in rows:
+            if target.table == EVENTS_TABLE:
+                if (self._resume_at is not None and row[5] < self._resume_at) or str(
+                    row[0]
+                ) in self._stored_events:
+                    self.stats.recovered_skipped += 1
+                    continue
+            elif target.table == METRICS_TABLE and str(row[0]) in self._stored_metrics:
+                self.stats.recovered_skipped += 1
+                continue
+            row[target.columns.index("_topic")] = self.stored_topic(row[target.columns.index("_topic")])
+            kept.append(row)
+        topic_at = DEAD_LETTER_COLUMNS.index("_topic")
+        for row in rejects:
+            row[topic_at] = self.stored_topic(row[topic_at])
+        return kept
 
     def _open_reader(self) -> None:
         """The read-only session of outside queries (on the reader thread: chDB handles stay on one)."""
@@ -337,7 +401,7 @@ class ClickHouseSink:
         """The highest offset of ``topic:partition`` already stored (in its table or among the sink's
         rejects), with that table and the stored row's identity; None when nothing is stored."""
         where = " WHERE _topic = {t:String} AND _partition = {p:UInt32}"
-        params = {"t": topic, "p": partition}
+        params = {"t": self.stored_topic(topic), "p": partition}
         best: tuple[int, str] | None = None
         for table in sorted({self._targets[topic].table, DEAD_LETTERS_TABLE}):
             result = self._client.query(
@@ -359,6 +423,8 @@ class ClickHouseSink:
         """Build and insert one batch; returns (rows inserted into the target, rejected records)."""
         rejects: list[list[Any]] = []
         rows = target.build(records, rejects)
+        if self.settings.generation > 0:
+            rows = self._new_rows(target, rows, rejects)
         if rejects:
             self._client.insert(
                 DEAD_LETTERS_TABLE,
@@ -407,7 +473,7 @@ class ClickHouseSink:
         """Insert one batch of ``tp`` (retrying until it succeeds), then commit past it. Holds the lock."""
         target = self._targets[tp.topic]
         first, last = records[0].offset, records[-1].offset
-        token = f"{tp.topic}:{tp.partition}:{first}-{last}"
+        token = f"{self.stored_topic(tp.topic)}:{tp.partition}:{first}-{last}"
         attempt = 0
         while True:
             started = time.perf_counter()

@@ -96,6 +96,14 @@ class Settings(BaseSettings):
     sink_batch_rows: int = Field(default=50_000, ge=1)
     sink_batch_seconds: float = Field(default=0.5, gt=0)
     sink_http_port: int = Field(default=0, ge=0, le=65535, description="0 picks a free loopback port")
+    generation: int = Field(
+        default=0,
+        ge=0,
+        description="incarnation of the topics: > 0 once the broker was lost and the society rebuilt",
+    )
+    resume_us: int | None = Field(
+        default=None, description="with generation > 0: events before this instant are already stored"
+    )
     sink_fail_seconds: float = Field(
         default=60.0, gt=0, description="failing inserts for this long make the sink exit (and be restarted)"
     )
