@@ -105,6 +105,8 @@ class ReadOnlySession:
                 client.command(f"SET {name} = {_literal(value)}")
             client.command("SET readonly = 1")
             self._per_query: dict[str, Any] = {}
+        elif int(client.query("SELECT getSetting('readonly')").result_rows[0][0]) >= 1:
+            self._per_query = {}  # a read-only account: its profile holds the limits and refuses any SET
         else:
             self._per_query = {**self.limits.settings(), "readonly": 1}
 

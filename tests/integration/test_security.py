@@ -50,6 +50,64 @@ def _request(
     return status, doc if isinstance(doc, dict) else {"value": doc}
 
 
+def _count_refused(log: Path) -> int:
+    """Requests the sink's guard refused, from its log (``web.refused``)."""
+    try:
+        return sum(1 for line in log.read_text(errors="replace").splitlines() if '"web.refused"' in line)
+    except OSError:
+        return 0
+
+
+PAGE = """<!doctype html><meta charset="utf-8"><title>a page elsewhere</title><body><script>
+(async () => {
+  const sink = SINK, attacks = ATTACKS;
+  let tried = 0;
+  for (const sql of attacks) {
+    const body = JSON.stringify({sql: sql, readonly: false});
+    // a "simple" request: no preflight, the browser sends it (the answer is opaque to the page)
+    try { await fetch(sink + "/query", {method: "POST", mode: "no-cors", body: body,
+                                         headers: {"Content-Type": "text/plain"}}); } catch (e) {}
+    // a JSON request needs a preflight, which the sink refuses
+    try { await fetch(sink + "/query", {method: "POST", body: body,
+                                         headers: {"Content-Type": "application/json"}}); } catch (e) {}
+    tried += 1;
+  }
+  window.__tried = tried;
+})();
+</script></body>"""
+
+
+def _attack_from_a_page(sink: str, attacks: list[str]) -> int:
+    """Serve ``PAGE`` from another loopback port and open it in headless Chromium; returns how many
+    attacks the page tried."""
+    import http.server
+
+    from stack_helpers import browser_page
+
+    html = PAGE.replace("SINK", json.dumps(sink)).replace("ATTACKS", json.dumps(attacks)).encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with browser_page() as page:
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+            page.wait_for_function("window.__tried !== undefined", timeout=60_000)
+            return int(page.evaluate("window.__tried"))
+    finally:
+        server.shutdown()
+
+
 def _host(url: str) -> str:
     return url.split("://", 1)[1].split("/", 1)[0]
 
@@ -143,6 +201,10 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             )
             assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
             assert "refused" in proc.stdout or "failed" in proc.stdout, (name, proc.stdout)
+        # a real browser: a page on another origin of this machine tries the attacks on the sink
+        refused_before = _count_refused(settings.state_dir / society_name / "sinks-0.log")
+        tried = _attack_from_a_page(sink, [ATTACKS[n] for n in ("drop", "insert_forged", "truncate", "set")])
+        refused_by_guard = _count_refused(settings.state_dir / society_name / "sinks-0.log") - refused_before
         unchanged = sql(stack, FINGERPRINT_SQL)
 
         # a slow query holds the read-only session while the society goes on: its inserts do not wait
@@ -164,6 +226,9 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             time.sleep(0.2)
         thread.join()
         final_health = health()
+    assert tried == 4
+    # every request the page could send reached the sink and was refused there (none was executed)
+    assert refused_by_guard >= 8
     assert unchanged == before
     assert grew_while_slow, "no insert was stored while the slow query ran"
     assert slow
