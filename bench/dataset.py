@@ -41,7 +41,7 @@ KIND_MARK = 1
 HEADER = struct.Struct("<BhHI")
 TICK_US = 60 * 1_000_000
 SIM_START = datetime(2026, 1, 28, tzinfo=UTC)
-PRODUCER = "bench"
+PRODUCER = control.REPLAY_PRODUCER  # a producer every society registers (schemas.control)
 GENESIS_TYPES = frozenset({"agent_registered", "submolt_created", "agent_subscribed"})
 _EPOCH = datetime(1970, 1, 1)
 _MASK48 = (1 << 48) - 1

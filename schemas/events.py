@@ -15,6 +15,18 @@ Envelope fields (all events):
   replied to), or null.
 - ``body``: the type-specific fields below.
 
+Bounds (stated in the JSON Schema too, so that no accepted record can break a consumer):
+
+- counts (votes, reported comments, tokens) are integers from 0 to ``MAX_COUNT`` = 2**53 - 1, the largest
+  integer a JSON number keeps exactly in every language (IEEE double: JavaScript, the JSON Schema
+  validators, ClickHouse's JSON functions); 1,024 of them still sum within a signed 64-bit integer;
+- numbers are finite: NaN, Infinity and overflowing literals such as ``1e999`` are rejected;
+- text is valid Unicode without NUL (U+0000), which C-string tools truncate at; lone surrogates are not
+  text (orjson, ClickHouse and browsers refuse or mangle them);
+- ``occurred_at`` lies between the Unix epoch (event times are microseconds since it everywhere
+  downstream) and ``LATEST_EVENT_TIME`` (inside ClickHouse's ``DateTime64`` range);
+- a record is at most ``SOCIETY_MAX_EVENT_BYTES`` bytes (``schemas.wire``).
+
 ``vote_tallied`` carries votes known only as counts (imported dumps), so that importers never invent
 individual votes; ``comment_created.parent_unknown`` marks an imported reply whose source gives its depth
 but not its parent. ``model_called`` records one model call of an LLM agent (model, tokens, latency,
@@ -44,11 +56,38 @@ SCHEMA_VERSION = 1
 Id = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@\-]+$")]
 """Ids of agents, posts, comments and submolts: printable, no spaces, at most 128 characters."""
 
+MAX_COUNT = 2**53 - 1
+"""Upper bound of every count: exact as a JSON number everywhere (see the module docstring)."""
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+EARLIEST_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_EVENT_TIME = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text contains a NUL character (U+0000), which no text may contain")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": "^[^\\x00]*$"})]
+"""Free text (names, titles, contents): any Unicode except NUL (pydantic refuses lone surrogates)."""
+
 
 def _require_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("timestamp has no time zone; event time must be UTC (e.g. 2026-01-28T00:00:00Z)")
-    return value.astimezone(UTC)
+    try:
+        in_range = EARLIEST_EVENT_TIME <= value < LATEST_EVENT_TIME
+        value = value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        in_range = False
+    if not in_range:
+        raise ValueError(
+            f"event time {value.isoformat()} is outside the supported range "
+            f"{EARLIEST_EVENT_TIME:%Y-%m-%d} to {LATEST_EVENT_TIME:%Y-%m-%d}"
+        )
+    return value
 
 
 def _iso_only(value: object) -> object:
@@ -63,24 +102,29 @@ def _iso_only(value: object) -> object:
 
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
-EventTime = Annotated[datetime, BeforeValidator(_iso_only), AfterValidator(_require_utc)]
+EventTime = Annotated[
+    datetime,
+    BeforeValidator(_iso_only),
+    AfterValidator(_require_utc),
+    Field(description="UTC, from 1970-01-01 (inclusive) to 2200-01-01 (exclusive)"),
+]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=40_000)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_max_length=40_000, allow_inf_nan=False)
 
 
 class AgentRegisteredBody(_Model):
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    brain: Annotated[str, Field(max_length=100)] = "stochastic"
-    model: Annotated[str, Field(max_length=200)] | None = None
-    persona: Annotated[str, Field(max_length=4000)] | None = None
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    brain: Annotated[Text, Field(max_length=100)] = "stochastic"
+    model: Annotated[Text, Field(max_length=200)] | None = None
+    persona: Annotated[Text, Field(max_length=4000)] | None = None
 
 
 class SubmoltCreatedBody(_Model):
     submolt: Id
-    title: Annotated[str, Field(max_length=300)] = ""
-    description: Annotated[str, Field(max_length=4000)] = ""
+    title: Annotated[Text, Field(max_length=300)] = ""
+    description: Annotated[Text, Field(max_length=4000)] = ""
 
 
 class AgentSubscribedBody(_Model):
@@ -94,8 +138,8 @@ class AgentFollowedBody(_Model):
 class PostCreatedBody(_Model):
     post_id: Id
     submolt: Id
-    title: Annotated[str, Field(max_length=300)]
-    content: str = ""
+    title: Annotated[Text, Field(max_length=300)]
+    content: Text = ""
 
 
 class CommentCreatedBody(_Model):
@@ -103,7 +147,7 @@ class CommentCreatedBody(_Model):
     post_id: Id
     parent_id: Id | None = Field(default=None, description="parent comment id; null for a top-level comment")
     depth: Annotated[int, Field(ge=1, le=10_000)] = Field(description="1 for a top-level comment")
-    content: str = ""
+    content: Text = ""
     parent_unknown: bool = Field(
         default=False,
         description="an imported reply whose source gives its depth but not its parent (parent_id is null)",
@@ -137,9 +181,9 @@ class VoteTalliedBody(_Model):
     target_type: Literal["post", "comment"]
     target_id: Id
     post_id: Id
-    upvotes: Annotated[int, Field(ge=0)]
-    downvotes: Annotated[int, Field(ge=0)]
-    reported_comments: Annotated[int, Field(ge=0)] | None = Field(
+    upvotes: Count
+    downvotes: Count
+    reported_comments: Count | None = Field(
         default=None,
         description="the platform's comment count of a post, which may exceed the comments present",
     )
@@ -148,16 +192,16 @@ class VoteTalliedBody(_Model):
 class ModelCalledBody(_Model):
     """One call of an LLM agent to its model, whatever came of it."""
 
-    model: Annotated[str, Field(min_length=1, max_length=200)]
+    model: Annotated[Text, Field(min_length=1, max_length=200)]
     outcome: Literal["ok", "http_error", "unavailable", "timeout", "bad_response"]
-    prompt_tokens: Annotated[int, Field(ge=0)] = 0
-    completion_tokens: Annotated[int, Field(ge=0)] = 0
-    latency_ms: Annotated[float, Field(ge=0)] = 0.0
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    latency_ms: Annotated[float, Field(ge=0, le=MAX_COUNT, allow_inf_nan=False)] = 0.0
     attempts: Annotated[int, Field(ge=0, le=1000)] = 1
     decision: Literal["post", "comment", "reply", "vote", "nothing", "failed"] = Field(
         description="the action the reply was parsed into, or failed (no call answer, or no valid action)"
     )
-    reason: Annotated[str, Field(max_length=2000)] | None = Field(
+    reason: Annotated[Text, Field(max_length=2000)] | None = Field(
         default=None, description="why the call or the decision failed"
     )
     action_event_id: Id | None = Field(
@@ -245,6 +289,7 @@ EVENT_TYPES: tuple[str, ...] = (
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast", "vote_tallied"})
+_THREAD_BODIES = (PostCreatedBody, CommentCreatedBody, VoteCastBody, VoteTalliedBody)
 
 
 def partition_key(event: Event) -> str:
@@ -254,7 +299,7 @@ def partition_key(event: Event) -> str:
     the stream processor can check that a comment's parent exists with state local to the partition.
     """
     body = event.body
-    if isinstance(body, PostCreatedBody | CommentCreatedBody | VoteCastBody | VoteTalliedBody):
+    if isinstance(body, _THREAD_BODIES):  # a tuple: cheaper than a union built at each call
         return body.post_id
     if isinstance(body, SubmoltCreatedBody):
         return f"submolt:{body.submolt}"

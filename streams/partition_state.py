@@ -8,8 +8,18 @@ how a worker that takes over a partition recovers: from the log, not from a snap
 Contract:
 
 - ``accept_action`` returns ``Accepted`` (publish the bytes to the events topic), ``Duplicate`` (an event id
-  seen before: a redelivery; publish nothing) or ``Rejected`` (dead-letter it with the reason).
-- State is kept per thread (post) and per open window, never per event ever seen outside its thread.
+  seen before with the same bytes: a redelivery; publish nothing) or ``Rejected`` (dead-letter it with the
+  reason).
+- An event id names one event: ``EventIds`` remembers every accepted id with a fingerprint of its bytes,
+  shared by all the partitions a worker owns, so the same id with other bytes (another post id, another
+  body) is rejected as ``conflicting_event_id`` whatever partition it comes on. With ``society`` set, an
+  event of another society is rejected; with ``check_keys``, so is a record whose Kafka key is not its
+  ``partition_key`` or that is not on the partition Kafka's default partitioner gives that key: no record
+  can write into another society or another thread's partition.
+- Watermarks are checked (``accept_watermark``: shape, bounds, registered producers, and at most
+  ``MAX_WINDOWS_PER_MARK`` windows closed by one mark) before they count.
+- State is kept per thread (post), per open window and per accepted event id (``EventIds``).
+- Numbers that accumulate saturate: a thread's score stays within a signed 64-bit integer.
 - Metric windows close on watermarks (``apply_watermark``), so a replay closes them exactly where the live
   run did. Window statistics of threads are those of the events accepted when the window closes; with
   in-order producers (the simulation barrier, replay) that is exactly the state at the window's end.
@@ -20,27 +30,98 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
-from schemas.control import FeedItem, FeedSnapshot, Watermark, WindowPartial, to_us
+from aiokafka.partitioner import murmur2
+
+from schemas.control import (
+    FeedItem,
+    FeedSnapshot,
+    InvalidControl,
+    Watermark,
+    WindowPartial,
+    parse_watermark,
+    to_us,
+)
 from schemas.events import (
-    AgentFollowedBody,
-    AgentRegisteredBody,
-    AgentSubscribedBody,
     CommentCreatedBody,
+    Event,
     ModelCalledBody,
     PostCreatedBody,
-    SubmoltCreatedBody,
     VoteCastBody,
     VoteTalliedBody,
+    partition_key,
 )
-from schemas.wire import InvalidEvent, decode_event
+from schemas.wire import InvalidEvent, decode_event, quote
 from streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)
 POST_EXCERPT = 200
 COMMENT_EXCERPT = 120
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_WINDOWS_PER_MARK = 100_000
+"""Valid producers mark every tick or window boundary, so a mark closes a few windows; 100,000 hourly
+windows are 11 years (69 days of 60 s windows). Closing 100,000 takes about 2 s and 20 MB of partials;
+a mark that would close more is forged or broken (an origin at the epoch would close 490,000)."""
+
+
+@lru_cache(maxsize=1 << 15)
+def kafka_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner (Java client, aiokafka) picks for ``key``."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
+class EventIds:
+    """The accepted event ids of every partition one worker owns, with a fingerprint of their bytes.
+
+    One dict from the id (its 128-bit integer) to ``fingerprint << 16 | partition``: about 130 bytes per
+    event, the same as the per-thread sets of id strings it replaces. The fingerprint is 44 bits of
+    Python's keyed hash (SipHash) of the accepted bytes: a redelivered copy has the same, another body
+    under the same id almost surely another. A collision (2**-44 per try, without the per-process key)
+    would only make a conflicting copy a silent duplicate: it is never accepted either way.
+    """
+
+    PARTITION_BITS = 16
+    PARTITION_MASK = (1 << PARTITION_BITS) - 1
+    FINGERPRINT_MASK = (1 << 44) - 1
+
+    def __init__(self) -> None:
+        self._ids: dict[int, int] = {}
+        self._partitions: set[int] = set()  # partitions that may have ids here
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @classmethod
+    def fingerprint(cls, raw: bytes) -> int:
+        return hash(raw) & cls.FINGERPRINT_MASK
+
+    def get(self, uid: int) -> int | None:
+        """The packed entry of an accepted id (``unpack`` it), or None: the hot path allocates nothing."""
+        return self._ids.get(uid)
+
+    @classmethod
+    def unpack(cls, packed: int) -> tuple[int, int]:
+        """(fingerprint, partition) of a packed entry."""
+        return packed >> cls.PARTITION_BITS, packed & cls.PARTITION_MASK
+
+    def add(self, uid: int, fingerprint: int, partition: int) -> None:
+        self._ids[uid] = fingerprint << self.PARTITION_BITS | partition
+        self._partitions.add(partition)
+
+    def drop_partition(self, partition: int) -> None:
+        """Forget the ids of a partition (revoked, or about to be rebuilt from its log)."""
+        if partition not in self._partitions:
+            return
+        self._partitions.discard(partition)
+        if not self._partitions:
+            self._ids.clear()
+            return
+        mask = self.PARTITION_MASK
+        self._ids = {uid: v for uid, v in self._ids.items() if v & mask != partition}
 
 
 @dataclass(slots=True)
@@ -54,7 +135,6 @@ class Thread:
     comments: dict[str, tuple[str, int]] = field(default_factory=dict)  # comment id -> (author, depth)
     participants: set[str] = field(default_factory=set)
     max_depth: int = 0
-    event_ids: set[str] = field(default_factory=set)
     recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us, text]
     excerpt: str = ""  # the start of the post's content
     last_us: int = 0  # event time of the thread's newest event
@@ -80,7 +160,8 @@ class Thread:
         }
 
 
-@dataclass(frozen=True, slots=True)
+# Outcomes are built for every record: plain slotted dataclasses, which build 3x faster than frozen ones.
+@dataclass(slots=True)
 class Accepted:
     event_id: str
     event_type: str
@@ -88,18 +169,37 @@ class Accepted:
     late: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Duplicate:
     event_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Rejected:
     reason: str
     code: str
 
 
 Outcome = Accepted | Duplicate | Rejected
+
+
+@dataclass(frozen=True, slots=True)
+class MarkApplied:
+    """A watermark that counted: the partials of the windows it closed, the tick it completed (or None)."""
+
+    partials: list[WindowPartial]
+    tick: int | None
+
+
+class _Effect(NamedTuple):  # a tuple: built for every accepted event, a frozen dataclass costs 4x
+    """What an accepted event changes in the window it falls in."""
+
+    touched: str | None = None  # thread
+    edge: tuple[str, str] | None = None  # interaction: commenter -> replied-to author
+    counted: bool = True  # False for model calls: data, not actions
+
+
+_COUNTED, _NOT_COUNTED = _Effect(), _Effect(counted=False)
 
 
 @dataclass(slots=True)
@@ -125,13 +225,26 @@ class PartitionState:
         max_event_bytes: int,
         max_future_us: int,
         thread_ttl_us: int | None = None,
+        society: str | None = None,
+        check_keys: bool = False,
+        registered: frozenset[str] | None = None,
+        event_ids: EventIds | None = None,
     ) -> None:
+        """``society``: reject events of other societies (None: accept any). ``check_keys``: the record's
+        key must be the event's ``partition_key`` and this partition the one Kafka's default partitioner
+        gives it (the processor; not the in-process society, which places records itself).
+        ``registered``: the producers whose watermarks count (None: any). ``event_ids``: the id index
+        shared with the worker's other partitions (None: this partition's own)."""
         self.partition = partition
         self.partitions = partitions
         self.window_us = window_us
         self.feed_size = feed_size
         self.max_event_bytes = max_event_bytes
         self.max_future_us = max_future_us
+        self.society = society
+        self.check_keys = check_keys
+        self.registered = registered
+        self.event_ids = event_ids if event_ids is not None else EventIds()
         self.threads: dict[str, Thread] = {}
         # Threads idle for thread_ttl_us of event time are archived: their details are dropped (the
         # histograms keep counting them) and later events in them are dead-lettered as archived.
@@ -140,8 +253,6 @@ class PartitionState:
         self._last_archive_us = -(2**62)
         # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
         self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
-        # event ids of non-thread events: registrations, subscriptions, follows (per agent, not per thread)
-        self.other_ids: set[str] = set()
         self.windows: dict[int, WindowAcc] = {}
         self.next_close_us: int | None = None  # start of the oldest window not yet closed
         self.producer_marks: dict[str, Watermark] = {}
@@ -159,169 +270,194 @@ class PartitionState:
         self.late = 0
 
     # ------------------------------------------------------------------ events
-    def accept_action(self, raw: bytes | None, now_us: int) -> Outcome:
-        """Validate one record and, when valid and new, apply it."""
+    def accept_action(self, raw: bytes | None, now_us: int, key: bytes | None = None) -> Outcome:
+        """Validate one record (``key``: its Kafka key) and, when valid and new, apply it."""
         try:
             ev = decode_event(raw, max_bytes=self.max_event_bytes)
         except InvalidEvent as exc:
-            self.rejected += 1
-            return Rejected(exc.reason, exc.code)
+            return self._reject(exc.reason, exc.code)
+        assert raw is not None  # decode_event rejects a record without a value
         occurred = to_us(ev.occurred_at)
         if occurred > now_us + self.max_future_us:
-            self.rejected += 1
             ahead = (occurred - now_us) / 1e6
-            return Rejected(
+            return self._reject(
                 f"event time {ev.occurred_at.isoformat()} is {ahead:,.0f} s in the future "
                 f"(limit {self.max_future_us / 1e6:,.0f} s)",
                 "future_event_time",
             )
+        misplaced = self._misplaced(ev, key)
+        if misplaced is not None:
+            return misplaced
         eid = str(ev.event_id)
+        uid = ev.event_id.int
+        fingerprint = EventIds.fingerprint(raw)
+        seen = self.event_ids.get(uid)
+        if seen is not None:
+            return self._seen(eid, fingerprint, *EventIds.unpack(seen))
         body = ev.body
-        actor = ev.actor
-        touched: str | None = None
-        edge: tuple[str, str] | None = None
+        effect: _Effect | Rejected
         if isinstance(body, PostCreatedBody):
-            existing = self.threads.get(body.post_id)
-            if existing is not None or body.post_id in self.archived:
-                if existing is None:
-                    self.rejected += 1
-                    return Rejected(f"post {body.post_id} already exists (archived)", "duplicate_post_id")
-                if eid in existing.event_ids:
-                    return self._dup(eid)
-                self.rejected += 1
-                return Rejected(f"post {body.post_id} already exists", "duplicate_post_id")
-            t = Thread(
-                body.post_id,
-                body.submolt,
-                actor,
-                body.title[:200],
-                occurred,
-                last_us=occurred,
-                excerpt=body.content[:POST_EXCERPT],
-            )
-            t.event_ids.add(eid)  # every event id of the thread, so a redelivery is recognised
-            self.threads[body.post_id] = t
-            newest = self.submolt_posts.setdefault(body.submolt, [])
-            bisect.insort(newest, (occurred, body.post_id))
-            if len(newest) > HOT_WINDOW:
-                del newest[0]
-            self.dirty_submolts.add(body.submolt)
-            self.size_hist[0] += 1
-            self.participants_hist[0] += 1
-            self.depth_hist[0] += 1
-            touched = body.post_id
+            effect = self._post(body, ev.actor, occurred)
         elif isinstance(body, CommentCreatedBody):
-            thread = self.threads.get(body.post_id)
-            if thread is None:
-                return self._missing_thread("comment on", body.post_id)
-            t = thread
-            if self._idle_too_long(t, occurred):
-                return self._missing_thread("event in", body.post_id)
-            if body.comment_id in t.comments:
-                if eid in t.event_ids:
-                    return self._dup(eid)
-                self.rejected += 1
-                return Rejected(f"comment {body.comment_id} already exists", "duplicate_comment_id")
-            parent_author: str | None
-            if body.parent_unknown:  # imported: the source gives the depth, not the parent
-                parent_author, parent_depth = None, body.depth - 1
-            elif body.parent_id is None:
-                parent_author, parent_depth = t.author, 0
-            else:
-                parent = t.comments.get(body.parent_id)
-                if parent is None:
-                    self.rejected += 1
-                    return Rejected(
-                        f"reply to comment {body.parent_id}, which does not exist in post {body.post_id}",
-                        "unknown_parent",
-                    )
-                parent_author, parent_depth = parent
-            if body.depth != parent_depth + 1:
-                self.rejected += 1
-                return Rejected(
-                    f"depth {body.depth} does not match its parent (expected {parent_depth + 1})", "bad_depth"
-                )
-            t.event_ids.add(eid)
-            t.last_us = max(t.last_us, occurred)
-            old_size, old_part, old_depth = len(t.comments), len(t.participants), t.max_depth
-            t.comments[body.comment_id] = (actor, body.depth)
-            t.participants.add(actor)
-            t.max_depth = max(t.max_depth, body.depth)
-            # newest comments by (event time, id): the same whatever order the partition saw them in
-            bisect.insort(
-                t.recent,
-                [body.comment_id, actor, body.depth, occurred, body.content[:COMMENT_EXCERPT]],
-                key=lambda r: (r[3], r[0]),
-            )
-            if len(t.recent) > RECENT_COMMENTS:
-                del t.recent[0]
-            t.cached_item = None
-            self._move(self.size_hist, old_size, len(t.comments))
-            self._move(self.participants_hist, old_part, len(t.participants))
-            self._move(self.depth_hist, old_depth, t.max_depth)
-            self.dirty_submolts.add(t.submolt)
-            touched = t.post_id
-            if parent_author is not None and actor != parent_author:
-                edge = (actor, parent_author)  # interaction graph: commenter -> replied-to author
+            effect = self._comment(body, ev.actor, occurred)
         elif isinstance(body, VoteCastBody | VoteTalliedBody):
-            # individual votes and imported vote counts: same thread checks, same effect on the score
-            tally = isinstance(body, VoteTalliedBody)
-            thread = self.threads.get(body.post_id)
-            if thread is None:
-                return self._missing_thread("vote tally in" if tally else "vote in", body.post_id)
-            t = thread
-            if self._idle_too_long(t, occurred):
-                return self._missing_thread("event in", body.post_id)
-            if body.target_type == "comment" and body.target_id not in t.comments:
-                self.rejected += 1
-                return Rejected(
-                    f"{'vote tally of' if tally else 'vote on'} comment {body.target_id}, "
-                    f"which does not exist in post {body.post_id}",
-                    "unknown_target",
-                )
-            if not tally and body.target_type == "post" and body.target_id != body.post_id:
-                self.rejected += 1
-                return Rejected("a post vote's target_id must equal its post_id", "bad_target")
-            if eid in t.event_ids:
-                return self._dup(eid)
-            t.event_ids.add(eid)
-            delta: int
-            if isinstance(body, VoteCastBody):
-                t.last_us = max(t.last_us, occurred)
-                delta = body.value
-            else:
-                delta = body.upvotes - body.downvotes
-            if body.target_type == "post":
-                t.score += delta
-                t.cached_item = None
-                self.dirty_submolts.add(t.submolt)
-        else:
-            if eid in self.other_ids:
-                return self._dup(eid)
-            self.other_ids.add(eid)
-            assert isinstance(
-                body,
-                AgentRegisteredBody
-                | SubmoltCreatedBody
-                | AgentSubscribedBody
-                | AgentFollowedBody
-                | ModelCalledBody,
-            )
-            if isinstance(body, ModelCalledBody):  # a model call is data, not an action: no metric counts it
-                self.accepted += 1
-                return Accepted(eid, ev.type, occurred, False)
+            effect = self._vote(body, occurred)
+        else:  # registrations, submolts, subscriptions, follows; a model call is data: no metric counts it
+            effect = _NOT_COUNTED if isinstance(body, ModelCalledBody) else _COUNTED
+        if isinstance(effect, Rejected):
+            return effect
+        self.event_ids.add(uid, fingerprint, self.partition)
+        self.accepted += 1
+        if not effect.counted:
+            return Accepted(eid, ev.type, occurred, False)
         acc = self._window_acc(occurred)
         if acc is None:
             self.late += 1  # stored, but its window's metrics were already emitted
         else:
             acc.counts[ev.type] += 1
-            acc.active.add(actor)
-            if touched is not None:
-                acc.touched.add(touched)
-            if edge is not None:
-                acc.edges[edge] += 1
-        self.accepted += 1
+            acc.active.add(ev.actor)
+            if effect.touched is not None:
+                acc.touched.add(effect.touched)
+            if effect.edge is not None:
+                acc.edges[effect.edge] += 1
         return Accepted(eid, ev.type, occurred, acc is None)
+
+    def _reject(self, reason: str, code: str) -> Rejected:
+        self.rejected += 1
+        return Rejected(reason, code)
+
+    def _misplaced(self, ev: Event, key: bytes | None) -> Rejected | None:
+        """A rejection when the event belongs to another society, key or partition, else None."""
+        if self.society is not None and ev.society != self.society:
+            return self._reject(
+                f"event of society {ev.society!r} sent to society {self.society!r}", "wrong_society"
+            )
+        if not self.check_keys:
+            return None
+        expected = partition_key(ev).encode()
+        if key != expected:
+            return self._reject(
+                f"record key {quote(key)} is not the event's partition key {quote(expected)}", "key_mismatch"
+            )
+        right = kafka_partition(expected, self.partitions)
+        if right != self.partition:
+            return self._reject(
+                f"record is on partition {self.partition}, but Kafka's default partitioner puts key "
+                f"{quote(expected)} on partition {right} of {self.partitions}",
+                "wrong_partition",
+            )
+        return None
+
+    def _seen(self, eid: str, fingerprint: int, known: int, partition: int) -> Duplicate | Rejected:
+        """An id accepted before: the same bytes are a redelivery, other bytes another event's claim."""
+        if fingerprint == known:
+            self.duplicates += 1
+            return Duplicate(eid)
+        where = "this partition" if partition == self.partition else f"partition {partition}"
+        return self._reject(
+            f"event id {eid} was already accepted on {where} for an event with other content; "
+            "an event id names one event",
+            "conflicting_event_id",
+        )
+
+    def _post(self, body: PostCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
+        if body.post_id in self.threads or body.post_id in self.archived:
+            archived = " (archived)" if body.post_id not in self.threads else ""
+            return self._reject(f"post {body.post_id} already exists{archived}", "duplicate_post_id")
+        t = Thread(
+            body.post_id,
+            body.submolt,
+            actor,
+            body.title[:200],
+            occurred,
+            last_us=occurred,
+            excerpt=body.content[:POST_EXCERPT],
+        )
+        self.threads[body.post_id] = t
+        newest = self.submolt_posts.setdefault(body.submolt, [])
+        bisect.insort(newest, (occurred, body.post_id))
+        if len(newest) > HOT_WINDOW:
+            del newest[0]
+        self.dirty_submolts.add(body.submolt)
+        self.size_hist[0] += 1
+        self.participants_hist[0] += 1
+        self.depth_hist[0] += 1
+        return _Effect(touched=body.post_id)
+
+    def _comment(self, body: CommentCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
+        t = self.threads.get(body.post_id)
+        if t is None:
+            return self._missing_thread("comment on", body.post_id)
+        if self._idle_too_long(t, occurred):
+            return self._missing_thread("event in", body.post_id)
+        if body.comment_id in t.comments:
+            return self._reject(f"comment {body.comment_id} already exists", "duplicate_comment_id")
+        parent_author: str | None
+        if body.parent_unknown:  # imported: the source gives the depth, not the parent
+            parent_author, parent_depth = None, body.depth - 1
+        elif body.parent_id is None:
+            parent_author, parent_depth = t.author, 0
+        else:
+            parent = t.comments.get(body.parent_id)
+            if parent is None:
+                return self._reject(
+                    f"reply to comment {body.parent_id}, which does not exist in post {body.post_id}",
+                    "unknown_parent",
+                )
+            parent_author, parent_depth = parent
+        if body.depth != parent_depth + 1:
+            return self._reject(
+                f"depth {body.depth} does not match its parent (expected {parent_depth + 1})", "bad_depth"
+            )
+        t.last_us = max(t.last_us, occurred)
+        old_size, old_part, old_depth = len(t.comments), len(t.participants), t.max_depth
+        t.comments[body.comment_id] = (actor, body.depth)
+        t.participants.add(actor)
+        t.max_depth = max(t.max_depth, body.depth)
+        # newest comments by (event time, id): the same whatever order the partition saw them in
+        bisect.insort(
+            t.recent,
+            [body.comment_id, actor, body.depth, occurred, body.content[:COMMENT_EXCERPT]],
+            key=lambda r: (r[3], r[0]),
+        )
+        if len(t.recent) > RECENT_COMMENTS:
+            del t.recent[0]
+        t.cached_item = None
+        self._move(self.size_hist, old_size, len(t.comments))
+        self._move(self.participants_hist, old_part, len(t.participants))
+        self._move(self.depth_hist, old_depth, t.max_depth)
+        self.dirty_submolts.add(t.submolt)
+        edge = (actor, parent_author) if parent_author is not None and actor != parent_author else None
+        return _Effect(touched=t.post_id, edge=edge)
+
+    def _vote(self, body: VoteCastBody | VoteTalliedBody, occurred: int) -> _Effect | Rejected:
+        """Individual votes and imported vote counts: same thread checks, same effect on the score."""
+        tally = isinstance(body, VoteTalliedBody)
+        t = self.threads.get(body.post_id)
+        if t is None:
+            return self._missing_thread("vote tally in" if tally else "vote in", body.post_id)
+        if self._idle_too_long(t, occurred):
+            return self._missing_thread("event in", body.post_id)
+        if body.target_type == "comment" and body.target_id not in t.comments:
+            return self._reject(
+                f"{'vote tally of' if tally else 'vote on'} comment {body.target_id}, "
+                f"which does not exist in post {body.post_id}",
+                "unknown_target",
+            )
+        if not tally and body.target_type == "post" and body.target_id != body.post_id:
+            return self._reject("a post vote's target_id must equal its post_id", "bad_target")
+        delta: int
+        if isinstance(body, VoteCastBody):
+            t.last_us = max(t.last_us, occurred)
+            delta = body.value
+        else:
+            delta = body.upvotes - body.downvotes
+        if body.target_type == "post":
+            # saturate: tallies of up to 2**53 each may add up beyond what a feed (int64) can carry
+            t.score = min(max(t.score + delta, INT64_MIN), INT64_MAX)
+            t.cached_item = None
+            self.dirty_submolts.add(t.submolt)
+        return _COUNTED
 
     def _idle_too_long(self, t: Thread, occurred: int) -> bool:
         """An event more than the TTL after the thread's last one finds it archived, whether or not the
@@ -332,18 +468,13 @@ class PartitionState:
         return True
 
     def _missing_thread(self, what: str, post_id: str) -> Rejected:
-        self.rejected += 1
         if post_id in self.archived:
-            return Rejected(
+            return self._reject(
                 f"{what} post {post_id}, which was archived after "
                 f"{(self.thread_ttl_us or 0) / 1e6:,.0f} s of event time without activity",
                 "thread_archived",
             )
-        return Rejected(f"{what} post {post_id}, which does not exist", "unknown_post")
-
-    def _dup(self, eid: str) -> Duplicate:
-        self.duplicates += 1
-        return Duplicate(eid)
+        return self._reject(f"{what} post {post_id}, which does not exist", "unknown_post")
 
     @staticmethod
     def _move(hist: Counter[int], old: int, new: int) -> None:
@@ -367,6 +498,31 @@ class PartitionState:
         return acc
 
     # -------------------------------------------------------------- watermarks
+    def accept_watermark(self, raw: bytes | None, now_us: int) -> MarkApplied | Rejected:
+        """Check a watermark record (``schemas.control.parse_watermark``) and apply it if it may count."""
+        try:
+            mark = parse_watermark(
+                raw, registered=self.registered, now_us=now_us, max_future_us=self.max_future_us
+            )
+        except InvalidControl as exc:
+            return self._reject(exc.reason, "bad_control")
+        closing = self._windows_closed_by(mark)
+        if closing > MAX_WINDOWS_PER_MARK:
+            return self._reject(
+                f"watermark of {mark['producer']} would close {closing:,} event-time windows at once "
+                f"(at most {MAX_WINDOWS_PER_MARK:,}): its watermark_us or origin_us is implausible",
+                "bad_control",
+            )
+        partials, tick = self.apply_watermark(mark, mark["origin_us"])
+        return MarkApplied(partials, tick)
+
+    def _windows_closed_by(self, mark: Watermark) -> int:
+        """How many windows ``mark`` closes at most (if every other producer were as far)."""
+        start = self.next_close_us
+        if start is None:
+            start = self._window_start(mark["origin_us"])
+        return max(0, (mark["watermark_us"] - start) // self.window_us + 1)
+
     def apply_watermark(
         self, mark: Watermark, origin_us: int | None
     ) -> tuple[list[WindowPartial], int | None]:

@@ -11,8 +11,20 @@ Contract (at-least-once in, effectively-once out):
 - per batch: every output record is acknowledged by the broker (acks=all) before the input offsets are
   committed; a crash replays the uncommitted tail, and the rebuilt state recognises its events as
   duplicates by event id, so nothing is published twice to the events topic;
-- on partition assignment the partition's state is rebuilt from its events topic (the accepted log);
+- on partition assignment the partition's state is rebuilt from its events topic (the accepted log); a
+  worker that cannot rebuild a partition logs ``processor.rebuild_failed`` and its run loop raises, which
+  stops the Faust worker with a non-zero exit (mode crashes the worker on a failed service future), so
+  the stack restarts it instead of it running on without the partition;
 - invalid records go to the dead-letter topic with reason, code and origin in headers; the loop goes on.
+  A dead letter keeps at most ``DLQ_MAX_VALUE_BYTES`` of the record (headers ``dlq-original-bytes`` and
+  ``dlq-truncated`` say how much there was), so that no record is too large to dead-letter;
+- no record can stop the loop: a record that makes validation itself fail (a bug) is dead-lettered as
+  ``internal_error`` with the exception, logged with its traceback.
+
+Every record must belong where it is: this society, its key (``partition_key``), the partition Kafka's
+default partitioner gives that key, and an event id no other accepted event has on any partition this
+worker owns (``streams.partition_state``); watermarks must come from the producers the society registered
+(``schemas.control.registered_producers``).
 """
 
 from __future__ import annotations
@@ -38,13 +50,28 @@ from schemas.topics import (
     Role,
     topic_name,
 )
+from schemas.wire import MAX_REASON_CHARS
 from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
 from streams.batch_out import BatchOut
-from streams.partition_state import Accepted, PartitionState, Rejected
+from streams.partition_state import Accepted, EventIds, MarkApplied, Outcome, PartitionState, Rejected
 
 log = get_logger(__name__)
+
+DLQ_ORIGINAL_BYTES = "dlq-original-bytes"
+DLQ_TRUNCATED = "dlq-truncated"
+DLQ_MAX_VALUE_BYTES = 1 << 20
+"""A dead letter keeps at most this prefix of a record (the producer's request limit is 8 MiB)."""
+DLQ_MAX_KEY_BYTES = 1 << 10
+MAX_EVENT_BYTES = 1 << 20
+"""Whatever SOCIETY_MAX_EVENT_BYTES says, an accepted event fits one producer batch (1 MiB)."""
+REBUILD_STALL_S = 120.0
+_WATERMARK_HEADERS = [(HEADER_KIND, KIND_WATERMARK)]
+
+
+class RebuildFailed(Exception):
+    """A partition's state could not be rebuilt from its events topic: the worker must not go on."""
 
 
 def is_watermark(headers: Any) -> bool:
@@ -76,6 +103,9 @@ class ActionProcessor:
         self.t_feeds = topic_name(society, Role.FEEDS)
         self.t_partials = topic_name(society, Role.PARTIALS)
         self.states: dict[int, PartitionState] = {}
+        self.event_ids = EventIds()  # every accepted event id of the partitions this worker owns
+        self.registered = control.registered_producers(settings.shards)
+        self.failure: RebuildFailed | None = None
         self.lock = asyncio.Lock()
         self.partitions = 0
         self.consumer: AIOKafkaConsumer | None = None
@@ -89,9 +119,13 @@ class ActionProcessor:
             self.partitions,
             window_us=int(s.window_seconds * 1_000_000),
             feed_size=s.feed_size,
-            max_event_bytes=s.max_event_bytes,
+            max_event_bytes=min(s.max_event_bytes, MAX_EVENT_BYTES),
             max_future_us=int(s.max_future_skew_s * 1_000_000),
             thread_ttl_us=int(s.thread_ttl_seconds * 1_000_000),
+            society=self.society,
+            check_keys=True,
+            registered=self.registered,
+            event_ids=self.event_ids,
         )
 
     # ------------------------------------------------------------- lifecycle
@@ -119,6 +153,8 @@ class ActionProcessor:
         log.info("processor.started", society=self.society, partitions=self.partitions)
         try:
             while not stop.is_set():
+                if self.failure is not None:
+                    raise self.failure
                 batch = await self.consumer.getmany(timeout_ms=100)
                 if batch:
                     async with self.lock:
@@ -133,17 +169,33 @@ class ActionProcessor:
         async with self.lock:
             for tp in revoked:
                 self.states.pop(tp.partition, None)
+                self.event_ids.drop_partition(tp.partition)
             log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
 
     async def on_assigned(self, assigned: list[TopicPartition]) -> None:
+        """Rebuild each new partition; on failure say so and make the run loop raise (aiokafka swallows
+        exceptions of rebalance listeners, so raising here would leave the worker running without it)."""
         async with self.lock:
             for tp in assigned:
-                if tp.topic == self.t_actions and tp.partition not in self.states:
+                if tp.topic != self.t_actions or tp.partition in self.states:
+                    continue
+                try:
                     self.states[tp.partition] = await self._rebuild(tp.partition)
+                except Exception as exc:
+                    log.error(
+                        "processor.rebuild_failed", partition=tp.partition, error=repr(exc), exc_info=exc
+                    )
+                    self.failure = RebuildFailed(f"could not rebuild partition {tp.partition}: {exc!r}")
+                    self.failure.__cause__ = exc
+                    return
 
     # --------------------------------------------------------------- rebuild
     async def _rebuild(self, partition: int) -> PartitionState:
-        """Replay the partition's accepted events (and forwarded watermarks) into a fresh state."""
+        """Replay the partition's accepted events (and forwarded watermarks) into a fresh state.
+
+        Raises ``TimeoutError`` when reading the partition makes no progress for ``REBUILD_STALL_S``.
+        """
+        self.event_ids.drop_partition(partition)  # refilled from the log below
         state = self._new_state(partition)
         tp = TopicPartition(self.t_events, partition)
         reader = AIOKafkaConsumer(
@@ -160,21 +212,32 @@ class ActionProcessor:
         try:
             reader.assign([tp])
             await reader.seek_to_beginning(tp)
+            progress = time.monotonic()
             while True:
                 batch = await reader.getmany(tp, timeout_ms=200)
                 for rec in batch.get(tp, []):
                     replayed += 1
-                    if is_watermark(rec.headers):
-                        mark = control.loads(rec.value)
-                        partials, tick = state.apply_watermark(mark, mark.get("origin_us"))
-                        for p in partials:  # re-emitted; the aggregator ignores windows it has done
-                            pending.append(await self._send_partial(p))
-                        last_tick = tick if tick is not None else last_tick
-                    else:
-                        state.accept_action(rec.value, now_us=2**62)
+                    progress = time.monotonic()
+                    if not is_watermark(rec.headers):
+                        state.accept_action(rec.value, now_us=2**62, key=rec.key)
+                        continue
+                    applied = state.accept_watermark(rec.value, int(time.time() * 1_000_000))
+                    if isinstance(applied, Rejected):  # it counted when it was accepted; it cannot now
+                        log.warning(
+                            "processor.rebuild_mark_skipped", partition=partition, reason=applied.reason
+                        )
+                        continue
+                    for p in applied.partials:  # re-emitted; the aggregator ignores windows it has done
+                        pending.append(await self._send_partial(p))
+                    last_tick = applied.tick if applied.tick is not None else last_tick
                 hw = reader.highwater(tp)
                 if hw is not None and await reader.position(tp) >= hw:
                     break
+                if time.monotonic() - progress > REBUILD_STALL_S:
+                    raise TimeoutError(
+                        f"no progress reading {self.t_events} partition {partition} for "
+                        f"{REBUILD_STALL_S:.0f} s (at {replayed} records, high watermark {hw})"
+                    )
         finally:
             await reader.stop()
         if pending:
@@ -211,25 +274,12 @@ class ActionProcessor:
             state = self.states.get(tp.partition)
             if state is None:  # revoked while fetching
                 continue
-            q = tp.partition
-            out = BatchOut(producer, self.t_events, q)
+            out = BatchOut(producer, self.t_events, tp.partition)
             for rec in records:
                 if is_watermark(rec.headers):
-                    try:
-                        mark = control.loads(rec.value)
-                        partials, tick = state.apply_watermark(mark, mark.get("origin_us"))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        futures.append(
-                            await self._dead_letter(rec, f"malformed watermark: {exc!r}", "bad_control")
-                        )
-                        continue
-                    await out.append(rec.key, rec.value, list(rec.headers))
-                    for p in partials:
-                        futures.append(await self._send_partial(p))
-                    if tick is not None:
-                        futures.append(await self._send_feed(state, tick))
+                    await self._watermark(state, rec, now_us, out, futures)
                     continue
-                outcome = state.accept_action(rec.value, now_us)
+                outcome = self._accept(state, rec, now_us)
                 if isinstance(outcome, Accepted):
                     await out.append(rec.key, rec.value, [])
                 elif isinstance(outcome, Rejected):
@@ -243,18 +293,53 @@ class ActionProcessor:
         if offsets:
             await self.consumer.commit(offsets)
 
+    @staticmethod
+    def _accept(state: PartitionState, rec: Any, now_us: int) -> Outcome:
+        try:
+            return state.accept_action(rec.value, now_us, key=rec.key)
+        except Exception as exc:  # a bug, not bad input: keep the loop going, say so loudly
+            log.error("processor.internal_error", partition=rec.partition, offset=rec.offset, exc_info=exc)
+            return Rejected(f"the stream worker failed on this record: {exc!r}", "internal_error")
+
+    async def _watermark(
+        self, state: PartitionState, rec: Any, now_us: int, out: BatchOut, futures: list[Awaitable[Any]]
+    ) -> None:
+        """Check and apply a watermark; forward it (no key, only the kind header), send what it closed."""
+        try:
+            applied: MarkApplied | Rejected = state.accept_watermark(rec.value, now_us)
+        except Exception as exc:
+            log.error("processor.internal_error", partition=rec.partition, offset=rec.offset, exc_info=exc)
+            applied = Rejected(f"the stream worker failed on this watermark: {exc!r}", "internal_error")
+        if isinstance(applied, Rejected):
+            futures.append(await self._dead_letter(rec, applied.reason, applied.code))
+            return
+        await out.append(None, rec.value, _WATERMARK_HEADERS)
+        for p in applied.partials:
+            futures.append(await self._send_partial(p))
+        if applied.tick is not None:
+            futures.append(await self._send_feed(state, applied.tick))
+
     async def _dead_letter(self, rec: Any, reason: str, code: str) -> Awaitable[Any]:
+        """Send a rejected record to the dead-letter topic: at most ``DLQ_MAX_VALUE_BYTES`` of its value."""
         assert self.producer is not None
+        value: bytes = rec.value if rec.value is not None else b""
+        size = len(value)
+        truncated = size > DLQ_MAX_VALUE_BYTES
+        text = reason if len(reason) <= MAX_REASON_CHARS * 2 else f"{reason[: MAX_REASON_CHARS * 2]}..."
+        if truncated:
+            value = value[:DLQ_MAX_VALUE_BYTES]
+            text = f"{text}; the dead letter keeps its first {DLQ_MAX_VALUE_BYTES:,} of {size:,} bytes"
+        key = rec.key[:DLQ_MAX_KEY_BYTES] if rec.key is not None else None
         headers = [
-            (DLQ_REASON, reason.encode()),
+            (DLQ_REASON, text.encode("utf-8", "backslashreplace")),
             (DLQ_CODE, code.encode()),
             (DLQ_TOPIC, rec.topic.encode()),
             (DLQ_PARTITION, str(rec.partition).encode()),
             (DLQ_OFFSET, str(rec.offset).encode()),
-            (DLQ_KEY, rec.key or b""),
+            (DLQ_KEY, key or b""),
+            (DLQ_ORIGINAL_BYTES, str(size).encode()),
+            (DLQ_TRUNCATED, b"true" if truncated else b"false"),
         ]
-        log.warning("action.rejected", code=code, reason=reason, partition=rec.partition, offset=rec.offset)
-        fut: Awaitable[Any] = await self.producer.send(
-            self.t_dlq, rec.value if rec.value is not None else b"", key=rec.key, headers=headers
-        )
+        log.warning("action.rejected", code=code, reason=text, partition=rec.partition, offset=rec.offset)
+        fut: Awaitable[Any] = await self.producer.send(self.t_dlq, value, key=key, headers=headers)
         return fut

@@ -76,8 +76,9 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(
         try:
             for ev in valid:
                 await p.send_and_wait(t, encode_event(ev), key=E.partition_key(ev).encode())
-            for raw in bad.values():
-                await p.send_and_wait(t, raw, key=b"p1")
+            for name, raw in bad.items():
+                # each record under the key its post would have, so that what is tested is its own fault
+                await p.send_and_wait(t, raw, key=b"p404" if name.startswith("unknown_post") else b"p1")
             await p.send_and_wait(
                 t, encode_event(post), key=b"p1"
             )  # a redelivery: dropped, not dead-lettered

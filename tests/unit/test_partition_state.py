@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import random
+import tracemalloc
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import orjson
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
+from structlog.testing import capture_logs
 
 from schemas import control
 from schemas.events import (
@@ -23,9 +30,23 @@ from schemas.events import (
     PostCreatedBody,
     VoteCast,
     VoteCastBody,
+    VoteTallied,
+    VoteTalliedBody,
+    partition_key,
 )
 from schemas.wire import encode_event
-from streams.partition_state import RECENT_COMMENTS, Accepted, Duplicate, PartitionState, Rejected
+from society.settings import Settings
+from streams import processor
+from streams.partition_state import (
+    RECENT_COMMENTS,
+    Accepted,
+    Duplicate,
+    EventIds,
+    MarkApplied,
+    PartitionState,
+    Rejected,
+    kafka_partition,
+)
 
 SEC = 1_000_000
 HOUR = 3600 * SEC
@@ -97,7 +118,7 @@ def register(actor: str, us: int) -> AgentRegistered:
 
 
 def apply(state: PartitionState, ev: Event, now_us: int = NOW) -> Accepted | Duplicate | Rejected:
-    return state.accept_action(encode_event(ev), now_us=now_us)
+    return state.accept_action(encode_event(ev), now_us=now_us, key=partition_key(ev).encode())
 
 
 def apply_ok(state: PartitionState, ev: Event) -> Accepted:
@@ -627,3 +648,439 @@ def test_recent_comments_are_newest_by_time_then_id(n_comments: int) -> None:
     assert item["recent"] == expected
     assert len(item["recent"]) == min(8, n_comments)
     assert item["comments"] == n_comments
+
+
+# ------------------------------------------------------------------ bounds and origin (issue 13)
+INT64_MAX = 9_223_372_036_854_775_807  # written out, not taken from the code under test
+MAX_SAFE = 9_007_199_254_740_991  # 2**53 - 1
+
+
+def tally(pid: str, us: int, up: int, down: int = 0) -> VoteTallied:
+    return VoteTallied(
+        event_id=_eid(),
+        society="s",
+        actor="importer",
+        occurred_at=_at(us),
+        body=VoteTalliedBody(target_type="post", target_id=pid, post_id=pid, upvotes=up, downvotes=down),
+    )
+
+
+def test_thread_score_saturates_within_int64() -> None:
+    s = new_state()
+    apply_ok(s, post("p1", "a", ORIGIN))
+    apply_ok(s, post("p2", "a", ORIGIN))
+    for _ in range(1024):
+        apply_ok(s, tally("p1", ORIGIN + SEC, MAX_SAFE))
+        apply_ok(s, tally("p2", ORIGIN + SEC, 0, MAX_SAFE))
+    scores = {i["post_id"]: i["score"] for i in s.feed_snapshot(0)["submolts"]["general"]["new"]}
+    assert scores == {"p1": 1024 * MAX_SAFE, "p2": -1024 * MAX_SAFE}  # 2**63 - 1024: still exact
+    apply_ok(s, tally("p1", ORIGIN + SEC, MAX_SAFE))
+    apply_ok(s, tally("p2", ORIGIN + SEC, 0, MAX_SAFE))
+    apply_ok(s, tally("p2", ORIGIN + SEC, 0, MAX_SAFE))
+    snap = s.feed_snapshot(1)
+    scores = {i["post_id"]: i["score"] for i in snap["submolts"]["general"]["new"]}
+    assert scores == {"p1": INT64_MAX, "p2": -INT64_MAX - 1}
+    assert orjson.loads(control.dumps(snap)) == snap  # the feed still serialises (orjson: 64-bit ints)
+    assert all(math.isfinite(i["hot"]) for i in snap["submolts"]["general"]["hot"])
+    apply_ok(s, vote("p1", "b", ORIGIN + 2 * SEC, value=-1))  # and comes back down from the bound
+    scores = {i["post_id"]: i["score"] for i in s.feed_snapshot(2)["submolts"]["general"]["new"]}
+    assert scores == {"p1": INT64_MAX - 1, "p2": -INT64_MAX - 1}
+
+
+def test_tally_over_64_bits_is_rejected_and_feeds_still_serialise() -> None:
+    s = new_state()
+    apply_ok(s, post("p1", "a", ORIGIN))
+    doc = orjson.loads(encode_event(tally("p1", ORIGIN + SEC, 1)))
+    doc["body"]["upvotes"] = 10**20
+    out = s.accept_action(json.dumps(doc).encode(), now_us=NOW)
+    assert isinstance(out, Rejected)
+    assert out.code == "invalid_fields"
+    assert "body.upvotes" in out.reason
+    assert orjson.loads(control.dumps(s.feed_snapshot(0)))["submolts"]["general"]["new"][0]["score"] == 0
+
+
+def _code(out: Accepted | Duplicate | Rejected) -> str:
+    assert isinstance(out, Rejected), out
+    return out.code
+
+
+def strict_state(partition: int, partitions: int = 4, ids: EventIds | None = None) -> PartitionState:
+    return PartitionState(
+        partition,
+        partitions,
+        window_us=HOUR,
+        feed_size=5,
+        max_event_bytes=65536,
+        max_future_us=300 * SEC,
+        society="s",
+        check_keys=True,
+        registered=frozenset(PRODUCERS),
+        event_ids=ids,
+    )
+
+
+# Kafka's own test vectors for its murmur2 (the Java client's UtilsTest): key -> signed 32-bit hash. The
+# default partitioner puts a key on (hash & 0x7fffffff) % partitions.
+KAFKA_MURMUR2 = {
+    "21": -973932308,
+    "foobar": -790332482,
+    "a-little-bit-long-string": -985981536,
+    "a-little-bit-longer-string": -1486304829,
+    "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    "abc": 479470107,
+}
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 4, 7])
+def test_kafka_partition_matches_the_java_client(partitions: int) -> None:
+    for key, hashed in KAFKA_MURMUR2.items():
+        assert kafka_partition(key.encode(), partitions) == (hashed & 0x7FFFFFFF) % partitions
+    # and the producer's own partitioner on arbitrary keys
+    rng = random.Random(partitions)
+    parts = list(range(partitions))
+    for _ in range(500):
+        key = rng.randbytes(rng.randrange(1, 60))
+        assert kafka_partition(key, partitions) == DefaultPartitioner()(key, parts, parts)
+
+
+@pytest.mark.parametrize("pid", sorted(KAFKA_MURMUR2))
+def test_record_must_be_on_its_keys_partition(pid: str) -> None:
+    right = (KAFKA_MURMUR2[pid] & 0x7FFFFFFF) % 4
+    ev = post(pid, "alice", ORIGIN)
+    raw, key = encode_event(ev), pid.encode()
+    for q in range(4):
+        out = strict_state(q).accept_action(raw, NOW, key=key)
+        if q == right:
+            assert isinstance(out, Accepted)
+        else:
+            assert isinstance(out, Rejected)
+            assert out.code == "wrong_partition"
+            assert f"on partition {q}" in out.reason
+            assert f"partition {right} of 4" in out.reason
+
+
+def test_record_key_must_be_the_partition_key() -> None:
+    reg = register("alice", ORIGIN)
+    q = (KAFKA_MURMUR2["21"] & 0x7FFFFFFF) % 4
+    s = strict_state(q)
+    ev = post("21", "alice", ORIGIN)
+    for key in (None, b"", b"22", b"agent:alice", b"21 ", b"x" * 10_000):
+        out = s.accept_action(encode_event(ev), NOW, key=key)
+        assert isinstance(out, Rejected)
+        assert out.code == "key_mismatch"
+        assert "is not the event's partition key b'21'" in out.reason
+        assert len(out.reason) < 300
+    assert isinstance(s.accept_action(encode_event(ev), NOW, key=b"21"), Accepted)
+    # non-thread events are keyed by their agent
+    reg_key = b"agent:alice"
+    reg_state = strict_state(kafka_partition(reg_key, 4))
+    assert _code(reg_state.accept_action(encode_event(reg), NOW, key=b"alice")) == "key_mismatch"
+    assert isinstance(reg_state.accept_action(encode_event(reg), NOW, key=reg_key), Accepted)
+    assert _counters(s) == (1, 6, 0, 0)
+
+
+def test_event_of_another_society_is_rejected() -> None:
+    s = strict_state(0, partitions=1)
+    ev = PostCreated(
+        event_id=_eid(),
+        society="victim_society",
+        actor="mallory",
+        occurred_at=_at(ORIGIN),
+        body=PostCreatedBody(post_id="p1", submolt="general", title="forged"),
+    )
+    out = s.accept_action(encode_event(ev), NOW, key=b"p1")
+    assert isinstance(out, Rejected)
+    assert out.code == "wrong_society"
+    assert "'victim_society'" in out.reason
+    assert s.threads == {}
+
+
+def test_in_process_states_place_records_themselves() -> None:
+    """Without check_keys (agents/offline.py picks partitions with crc32) any key and partition goes."""
+    s = PartitionState(0, 4, window_us=HOUR, feed_size=5, max_event_bytes=65536, max_future_us=300 * SEC)
+    assert isinstance(s.accept_action(encode_event(post("21", "a", ORIGIN)), NOW, key=b"wrong"), Accepted)
+    assert isinstance(s.accept_action(encode_event(post("22", "a", ORIGIN)), NOW), Accepted)
+
+
+def _same_id(ev: Event, **body: Any) -> bytes:
+    doc = orjson.loads(encode_event(ev))
+    doc["body"].update(body)
+    return orjson.dumps(doc)
+
+
+def test_same_id_with_other_bytes_conflicts_on_the_same_partition() -> None:
+    s = new_state()
+    p1 = post("p1", "alice", ORIGIN)
+    apply_ok(s, p1)
+    c1 = comment("c1", "p1", "bob", ORIGIN + SEC)
+    apply_ok(s, c1)
+    for raw in (
+        _same_id(p1, post_id="p2"),  # another post under a known id
+        _same_id(p1, title="Changed"),  # the same post, another title
+        _same_id(c1, content="edited"),
+        _same_id(c1, comment_id="c2"),
+    ):
+        out = s.accept_action(raw, now_us=NOW)
+        assert isinstance(out, Rejected)
+        assert out.code == "conflicting_event_id"
+        assert "already accepted on this partition" in out.reason
+    assert s.accept_action(encode_event(p1), now_us=NOW) == Duplicate(str(p1.event_id))
+    assert set(s.threads) == {"p1"}
+    assert s.threads["p1"].title == "t"
+    assert _counters(s) == (2, 4, 1, 0)
+
+
+def test_event_ids_are_unique_across_partitions() -> None:
+    ids = EventIds()
+    s0 = strict_state(0, partitions=1, ids=ids)
+    s1 = PartitionState(
+        1, 2, window_us=HOUR, feed_size=5, max_event_bytes=65536, max_future_us=300 * SEC, event_ids=ids
+    )
+    p1 = post("p1", "alice", ORIGIN)
+    assert isinstance(s0.accept_action(encode_event(p1), NOW, key=b"p1"), Accepted)
+    # the same id as another post, which lives in another partition
+    out = s1.accept_action(_same_id(p1, post_id="p9"), NOW)
+    assert isinstance(out, Rejected)
+    assert out.code == "conflicting_event_id"
+    assert "on partition 0" in out.reason
+    # or as an event of another type
+    doc = orjson.loads(encode_event(register("alice", ORIGIN)))
+    doc["event_id"] = str(p1.event_id)
+    assert _code(s1.accept_action(orjson.dumps(doc), NOW)) == "conflicting_event_id"
+    assert s1.threads == {}
+    assert len(ids) == 1
+
+
+def test_rebuild_refills_the_index() -> None:
+    ids = EventIds()
+    s0 = new_state_with(ids, 0)
+    s1 = new_state_with(ids, 1)
+    events = [post("p1", "a", ORIGIN), comment("c1", "p1", "b", ORIGIN + SEC), register("a", ORIGIN)]
+    raws = [encode_event(e) for e in events]
+    for raw in raws:
+        assert isinstance(s0.accept_action(raw, NOW), Accepted)
+    assert len(ids) == 3
+    ids.drop_partition(0)  # revoked, or about to be rebuilt
+    assert len(ids) == 0
+    assert isinstance(s1.accept_action(_same_id(events[0], post_id="p5"), NOW), Accepted)  # nobody knew
+    rebuilt = new_state_with(ids, 0)
+    outcomes = [rebuilt.accept_action(raw, NOW) for raw in raws]
+    assert [type(o) for o in outcomes] == [Rejected, Rejected, Accepted]  # p1's id is p5's now
+    assert [_code(o) for o in outcomes[:2]] == ["conflicting_event_id", "unknown_post"]
+    assert rebuilt.accept_action(raws[2], NOW) == Duplicate(str(events[2].event_id))
+    assert len(ids) == 2
+
+
+def new_state_with(ids: EventIds, partition: int) -> PartitionState:
+    return PartitionState(
+        partition,
+        2,
+        window_us=HOUR,
+        feed_size=5,
+        max_event_bytes=65536,
+        max_future_us=300 * SEC,
+        event_ids=ids,
+    )
+
+
+def test_event_id_index_memory_per_event() -> None:
+    rng = random.Random(3)
+    tracemalloc.start()
+    try:
+        ids = EventIds()
+        for i in range(100_000):
+            ids.add(uuid.UUID(int=rng.getrandbits(128)).int, EventIds.fingerprint(b"%d" % i), i % 4)
+        used, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(ids) == 100_000
+    assert used / 100_000 < 160  # bytes per accepted event: the id, the fingerprint, the dict slot
+    ids.drop_partition(1)
+    assert len(ids) == 75_000
+    for p in (0, 2, 3):
+        ids.drop_partition(p)
+    assert len(ids) == 0
+
+
+# --------------------------------------------------------------------------- watermark records
+def _wm(producer: str, wm_us: int, tick: int, **over: Any) -> bytes:
+    return control.dumps({**control.watermark(producer, PRODUCERS, wm_us, tick, ORIGIN), **over})
+
+
+def _mark_ok(s: PartitionState, raw: bytes, now_us: int = NOW) -> MarkApplied:
+    out = s.accept_watermark(raw, now_us)
+    assert isinstance(out, MarkApplied), out
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[1, 2, 3]",
+        b'"watermark"',
+        b"{}",
+        b"not json",
+        control.dumps({"producer": "w0"}),
+        _wm("w0", ORIGIN, 0, watermark_us="soon"),
+        _wm("w0", ORIGIN, 0, producers="w0"),
+        _wm("w0", -HOUR, 0),
+        _wm("w0", 2**62, 0),
+        _wm("w0", ORIGIN, 2**60),
+        _wm("intruder", ORIGIN + HOUR, 1),
+        _wm("w0", ORIGIN + HOUR, 1, producers=["w0", "w1", "intruder"]),
+    ],
+)
+def test_bad_watermark_is_rejected_and_changes_nothing(raw: bytes) -> None:
+    s = strict_state(0, partitions=1)
+    apply_ok(s, post("p1", "a", ORIGIN + SEC))
+    _mark_ok(s, _wm("w0", ORIGIN + 30 * 60 * SEC, 0))
+    before = (dict(s.producer_marks), s.producers, s.next_close_us, dict(s.windows))
+    out = s.accept_watermark(raw, NOW)
+    assert isinstance(out, Rejected)
+    assert out.code == "bad_control"
+    assert out.reason
+    assert (dict(s.producer_marks), s.producers, s.next_close_us, dict(s.windows)) == before
+
+
+def test_unknown_producer_cannot_freeze_the_partition() -> None:
+    s = strict_state(0, partitions=1)
+    apply_ok(s, post("p1", "a", ORIGIN + SEC))
+    forged = control.dumps(control.watermark("ghost", [*PRODUCERS, "ghost"], ORIGIN + HOUR, 0, ORIGIN))
+    out = s.accept_watermark(forged, NOW)
+    assert isinstance(out, Rejected)
+    assert "'ghost'" in out.reason
+    assert "its producers are w0 and w1" in out.reason
+    _mark_ok(s, _wm("w0", ORIGIN + HOUR, 0))
+    done = _mark_ok(s, _wm("w1", ORIGIN + HOUR, 0))
+    assert [p["window_start_us"] for p in done.partials] == [ORIGIN]  # ghost never joined: window 0 closed
+    assert done.tick == 0
+
+
+def test_watermark_closing_too_many_windows_is_rejected() -> None:
+    s = strict_state(0, partitions=1)
+    # a registered producer, but an origin at the epoch: every hourly window since 1970 would close
+    epoch_mark = control.dumps(control.watermark("w0", PRODUCERS, NOW, 0, 0))
+    expected = NOW // HOUR + 1  # windows [0, 1h), [1h, 2h), ... up to the one that holds NOW
+    assert expected > 100_000
+    out = s.accept_watermark(epoch_mark, NOW)
+    assert isinstance(out, Rejected)
+    assert out.code == "bad_control"
+    assert f"would close {expected:,} event-time windows" in out.reason
+    # once windows start at the origin, a mark 100,001 windows ahead is refused, 99,999 is fine
+    _mark_ok(s, _wm("w0", ORIGIN, 0))
+    _mark_ok(s, _wm("w1", ORIGIN, 0))
+    far = ORIGIN + 100_001 * HOUR
+    assert isinstance(s.accept_watermark(_wm("w0", far, 1), far), Rejected)
+    assert isinstance(s.accept_watermark(_wm("w0", ORIGIN + 99_998 * HOUR, 1), far), MarkApplied)
+
+
+def test_handoff_from_the_publisher_to_the_shards() -> None:
+    s = PartitionState(
+        0,
+        1,
+        window_us=HOUR,
+        feed_size=5,
+        max_event_bytes=65536,
+        max_future_us=300 * SEC,
+        registered=control.registered_producers(2),
+    )
+    _mark_ok(s, control.dumps(control.watermark("replay", ["replay"], ORIGIN + HOUR // 2, -1, ORIGIN)))
+    hand = control.watermark("replay", ["shard-0", "shard-1"], ORIGIN + HOUR, 4, ORIGIN, handoff=True)
+    assert [p["window_start_us"] for p in _mark_ok(s, control.dumps(hand)).partials] == [ORIGIN]
+    assert s.producers == {"shard-0", "shard-1"}
+    _mark_ok(
+        s, control.dumps(control.watermark("shard-0", ["shard-0", "shard-1"], ORIGIN + 2 * HOUR, 5, ORIGIN))
+    )
+    last = _mark_ok(
+        s, control.dumps(control.watermark("shard-1", ["shard-0", "shard-1"], ORIGIN + 2 * HOUR, 5, ORIGIN))
+    )
+    assert ([p["window_start_us"] for p in last.partials], last.tick) == ([ORIGIN + HOUR], 5)
+    assert isinstance(
+        s.accept_watermark(control.dumps(control.watermark("shard-2", ["shard-2"], NOW, 6, ORIGIN)), NOW),
+        Rejected,
+    )
+
+
+# ------------------------------------------------------------------- a rebuild that fails (processor)
+class _FakeProducer:
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+class _FakeConsumer:
+    """Assigns partitions 0 and 1 on the first fetch, like a group coordinator would."""
+
+    def __init__(self, **_: Any) -> None:
+        self.fetches = 0
+        self.listener: Any = None
+        self.topic = ""
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def subscribe(self, topics: list[str], listener: Any) -> None:
+        self.topic, self.listener = topics[0], listener
+
+    async def getmany(self, timeout_ms: int) -> dict[Any, Any]:
+        self.fetches += 1
+        if self.fetches == 1:
+            await self.listener.on_partitions_assigned(
+                [TopicPartition(self.topic, 0), TopicPartition(self.topic, 1)]
+            )
+        return {}
+
+
+def test_a_failed_rebuild_is_logged_and_stops_the_processor(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def partition_count(bootstrap: str, topic: str) -> int:
+        return 2
+
+    async def rebuild(self: processor.ActionProcessor, partition: int) -> PartitionState:
+        if partition == 1:
+            raise ConnectionError("broker went away")
+        return self._new_state(partition)
+
+    monkeypatch.setattr(processor, "AIOKafkaProducer", _FakeProducer)
+    monkeypatch.setattr(processor, "AIOKafkaConsumer", _FakeConsumer)
+    monkeypatch.setattr(processor, "partition_count", partition_count)
+    monkeypatch.setattr(processor.ActionProcessor, "_rebuild", rebuild)
+    proc = processor.ActionProcessor(Settings(kafka_bootstrap="127.0.0.1:1"), "127.0.0.1:1", "s")
+    with capture_logs() as logs, pytest.raises(processor.RebuildFailed) as info:
+        asyncio.run(asyncio.wait_for(proc.run(asyncio.Event()), timeout=10))
+    assert "could not rebuild partition 1" in str(info.value)
+    assert isinstance(info.value.__cause__, ConnectionError)
+    failed = [e for e in logs if e["event"] == "processor.rebuild_failed"]
+    assert len(failed) == 1
+    assert failed[0]["partition"] == 1
+    assert failed[0]["log_level"] == "error"
+    assert "broker went away" in failed[0]["error"]
+    assert set(proc.states) == {0}  # never runs on without partition 1
+
+
+def test_revoked_partitions_leave_the_id_index() -> None:
+    proc = processor.ActionProcessor(Settings(kafka_bootstrap="127.0.0.1:1"), "127.0.0.1:1", "s")
+    proc.partitions = 2
+    s0, s1 = proc._new_state(0), proc._new_state(1)
+    proc.states = {0: s0, 1: s1}
+    p_a, p_b = post("a", "x", ORIGIN), post("b", "x", ORIGIN)
+    assert s0.event_ids is s1.event_ids is proc.event_ids
+    s0.accept_action(encode_event(p_a), NOW)  # no key: rejected (key_mismatch), nothing indexed
+    assert len(proc.event_ids) == 0
+    for ev in (p_a, p_b):
+        key = partition_key(ev).encode()
+        state = proc.states[kafka_partition(key, 2)]
+        assert isinstance(state.accept_action(encode_event(ev), NOW, key=key), Accepted)
+    assert len(proc.event_ids) == 2
+    gone = kafka_partition(b"a", 2)
+    asyncio.run(proc.on_revoked([TopicPartition(proc.t_actions, gone)]))
+    assert len(proc.event_ids) == (0 if kafka_partition(b"b", 2) == gone else 1)
+    asyncio.run(proc.on_revoked([TopicPartition(proc.t_actions, 1 - gone)]))
+    assert len(proc.event_ids) == 0

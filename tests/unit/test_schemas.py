@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from pydantic import ValidationError
 
+from schemas import control
 from schemas.events import (
     EVENT_TYPES,
     AgentFollowed,
@@ -617,3 +620,313 @@ def test_parentless_reply_needs_parent_unknown() -> None:
     assert (ev.body.depth, ev.body.parent_unknown) == (2, True)
     doc["body"]["parent_id"] = "comment-1"
     assert _decode_error(_raw(doc)).code == "invalid_fields"
+
+
+# ------------------------------------------------------------------------------ bounds (issue 13)
+# 2**53 - 1 written out: the largest integer an IEEE double (a JSON number in JavaScript) holds exactly.
+_MAX_SAFE = 9_007_199_254_740_991
+
+
+def _tally_doc(**body: Any) -> dict[str, Any]:
+    doc = _doc(sample_events()[7])
+    doc["body"] = {**doc["body"], **body}
+    return doc
+
+
+def _call_doc(**body: Any) -> dict[str, Any]:
+    doc = _doc(sample_events()[8])
+    doc["body"] = {**doc["body"], **body}
+    return doc
+
+
+@pytest.mark.parametrize("field", ["upvotes", "downvotes", "reported_comments"])
+def test_vote_counts_are_bounded(field: str) -> None:
+    ev = decode_event(_raw(_tally_doc(**{field: _MAX_SAFE})), max_bytes=MAX)
+    assert getattr(ev.body, field) == _MAX_SAFE
+    for bad in (_MAX_SAFE + 1, 10**20, 2**64, -1):
+        err = _decode_error(json.dumps(_tally_doc(**{field: bad})).encode())  # orjson stops at 64 bits
+        assert err.code == "invalid_fields"
+        assert f"body.{field}" in err.reason
+    counts: dict[str, Any] = {"upvotes": 0, "downvotes": 0, field: 10**20}
+    with pytest.raises(ValidationError):
+        VoteTalliedBody(target_type="post", target_id="p", post_id="p", **counts)
+
+
+@pytest.mark.parametrize("field", ["prompt_tokens", "completion_tokens"])
+def test_token_counts_are_bounded(field: str) -> None:
+    assert (
+        getattr(decode_event(_raw(_call_doc(**{field: _MAX_SAFE})), max_bytes=MAX).body, field) == _MAX_SAFE
+    )
+    err = _decode_error(_raw(_call_doc(**{field: _MAX_SAFE + 1})))
+    assert err.code == "invalid_fields"
+    assert f"'body.{field}'" in err.reason
+    assert str(_MAX_SAFE) in err.reason
+
+
+def test_huge_integer_literal_is_an_invalid_field_not_a_crash() -> None:
+    raw = _raw(_tally_doc(upvotes=1)).replace(b'"upvotes":1', b'"upvotes":' + b"9" * 400)
+    err = _decode_error(raw)
+    assert err.code == "invalid_fields"
+    assert "body.upvotes" in err.reason
+
+
+@pytest.mark.parametrize("literal", [b"1e999", b"-1e999", b"NaN", b"Infinity", b"-Infinity"])
+def test_latency_must_be_finite(literal: bytes) -> None:
+    raw = _raw(_call_doc(latency_ms=1.5)).replace(b'"latency_ms":1.5', b'"latency_ms":' + literal)
+    assert literal in raw
+    err = _decode_error(raw)
+    assert err.code == "invalid_fields"
+    assert "'body.latency_ms'" in err.reason
+    assert "finite" in err.reason
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 1e300])
+def test_latency_bounds_in_the_model(value: float) -> None:
+    with pytest.raises(ValidationError):
+        ModelCalledBody(model="m", outcome="ok", decision="post", latency_ms=value)
+
+
+@pytest.mark.parametrize("field", ["content", "title"])
+def test_nul_in_text_rejected(field: str) -> None:
+    doc = _doc(sample_events()[4])
+    doc["body"][field] = "before\u0000after"
+    raw = _raw(doc)
+    assert b"\\u0000" in raw  # escaped: valid JSON, but not text anyone can keep
+    err = _decode_error(raw)
+    assert err.code == "invalid_fields"
+    assert f"'body.{field}'" in err.reason
+    assert "NUL" in err.reason
+    texts = {"title": "t", field: "a\x00b"}
+    with pytest.raises(ValidationError) as info:
+        PostCreatedBody(post_id="p", submolt="s", **texts)
+    assert "NUL" in str(info.value)
+
+
+def test_raw_nul_byte_is_malformed_json() -> None:
+    raw = _raw(_doc(sample_events()[4])).replace(b"Hello", b"Hel\x00lo")
+    assert _decode_error(raw).code == "malformed_json"
+
+
+@pytest.mark.parametrize("escape", [b"\\ud800", b"\\udfff", b"\\udc00\\ud800"])
+def test_lone_surrogate_rejected(escape: bytes) -> None:
+    raw = _raw(_doc(sample_events()[4])).replace(b"Hello", b"Hel" + escape + b"lo")
+    err = _decode_error(raw)
+    assert err.code == "malformed_json"
+    assert "surrogate" in err.reason or "escape" in err.reason
+
+
+def test_lone_surrogate_rejected_by_the_model() -> None:
+    """An event built in Python (an LLM agent's text) cannot carry one either: orjson could not encode it."""
+    with pytest.raises(ValidationError):
+        CommentCreatedBody(comment_id="c", post_id="p", depth=1, content="x\ud800y")
+    # a proper pair is text
+    assert CommentCreatedBody(comment_id="c", post_id="p", depth=1, content="\U0001f980").content == "🦀"
+
+
+@pytest.mark.parametrize(
+    ("when", "ok"),
+    [
+        ("1970-01-01T00:00:00Z", True),
+        ("2199-12-31T23:59:59.999999Z", True),
+        ("1969-12-31T23:59:59.999999Z", False),
+        ("2200-01-01T00:00:00Z", False),
+        ("1970-01-01T00:30:00+01:00", False),  # 1969-12-31T23:30 in UTC
+        ("0001-01-01T00:00:00+01:00", False),  # before year 1 in UTC: must not overflow
+        ("9999-12-31T23:59:59-01:00", False),  # after year 9999 in UTC: must not overflow
+    ],
+)
+def test_event_time_range(when: str, ok: bool) -> None:
+    doc = _doc(sample_events()[2])
+    doc["occurred_at"] = when
+    if ok:
+        assert decode_event(_raw(doc), max_bytes=MAX).type == "agent_subscribed"
+    else:
+        err = _decode_error(_raw(doc))
+        assert err.code == "invalid_fields"
+        assert "outside the supported range 1970-01-01 to 2200-01-01" in err.reason
+
+
+def test_reasons_quote_hostile_input_briefly() -> None:
+    doc = _doc(sample_events()[4])
+    doc["type"] = "x" * 50_000
+    err = _decode_error(_raw(doc), max_bytes=1 << 20)
+    assert err.code == "unknown_type"
+    assert len(err.reason) < 400
+    assert "50,002 characters" in err.reason  # the repr, quotes included
+    err = _decode_error(_raw(_comment_doc(**{"k" * 30_000: 1})), max_bytes=1 << 20)
+    assert err.code == "invalid_fields"
+    assert len(err.reason) < 400
+    assert "unknown field 'body.kkk" in err.reason
+
+
+def test_deeply_nested_json_is_malformed() -> None:
+    for raw in (b"[" * 100_000, b'{"a":' * 20_000 + b"1" + b"}" * 20_000):
+        err = _decode_error(raw, max_bytes=1 << 20)
+        assert err.code == "malformed_json"
+        assert "recursion" in err.reason
+
+
+def test_top_level_nan_is_not_an_object() -> None:
+    assert _decode_error(b"NaN").code == "not_an_object"
+
+
+def test_hostile_corpus_raises_only_invalid_event() -> None:
+    """Random mutations of every event type with hostile fragments spliced in."""
+    rng = random.Random(13)
+    fragments = [
+        b"NaN",
+        b"1e999",
+        b"\\ud800",
+        b"\\u0000",
+        b"9" * 30,
+        b"[" * 300,
+        b"\x00",
+        b"\xff",
+        b'"',
+        b"{",
+    ]
+    errors: list[InvalidEvent] = []
+    for _ in range(2_000):
+        raw = bytearray(encode_event(rng.choice(sample_events())))
+        at = rng.randrange(len(raw))
+        raw[at : at + rng.randint(0, 6)] = rng.choice(fragments)
+        try:
+            decode_event(bytes(raw), max_bytes=MAX)
+        except InvalidEvent as exc:
+            errors.append(exc)
+    assert len(errors) > 1_500
+    assert {"malformed_json", "invalid_fields"} <= {e.code for e in errors}
+    for e in errors:
+        assert e.reason
+        e.reason.encode()  # printable in a header
+
+
+def test_json_schema_states_the_bounds() -> None:
+    defs = event_json_schema()["$defs"]
+    tally = defs["VoteTalliedBody"]["properties"]
+    for name in ("upvotes", "downvotes"):
+        assert (tally[name]["minimum"], tally[name]["maximum"]) == (0, _MAX_SAFE)
+    call = defs["ModelCalledBody"]["properties"]
+    assert call["prompt_tokens"]["maximum"] == _MAX_SAFE
+    assert call["latency_ms"]["maximum"] == _MAX_SAFE
+    for body, name in (
+        ("PostCreatedBody", "content"),
+        ("PostCreatedBody", "title"),
+        ("CommentCreatedBody", "content"),
+    ):
+        assert defs[body]["properties"][name]["pattern"] == "^[^\\x00]*$"
+    assert "1970-01-01" in defs["PostCreated"]["properties"]["occurred_at"]["description"]
+
+
+def test_published_json_schema_is_current() -> None:
+    """docs/event.schema.json is what ``society schema`` prints (regenerate it when the contract changes)."""
+    path = Path(__file__).resolve().parents[2] / "docs" / "event.schema.json"
+    assert json.loads(path.read_text()) == event_json_schema()
+
+
+# ------------------------------------------------------------------------------------- watermarks
+_NOW_US = _us(datetime(2026, 3, 1, tzinfo=UTC))
+_SKEW_US = 300 * 1_000_000
+_SHARDS3 = frozenset({"shard-0", "shard-1", "shard-2", "replay"})
+
+
+def _mark_doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "producer": "shard-1",
+        "producers": ["shard-0", "shard-1", "shard-2"],
+        "watermark_us": _NOW_US - 3_600_000_000,
+        "tick": 12,
+        "origin_us": _NOW_US - 7_200_000_000,
+        "final": False,
+        "handoff": False,
+    }
+    doc.update(over)
+    return doc
+
+
+def _parse(raw: bytes | None) -> control.Watermark:
+    return control.parse_watermark(raw, registered=_SHARDS3, now_us=_NOW_US, max_future_us=_SKEW_US)
+
+
+def test_registered_producers_are_the_shards_and_the_publisher() -> None:
+    assert control.registered_producers(3) == _SHARDS3
+    assert control.describe_producers(_SHARDS3) == "shard-0 to shard-2 and replay"
+    assert control.describe_producers({"shard-4", "replay"}) == "shard-4 and replay"
+    # the names the producers really use
+    from agents.worker import shard_producer
+    from replay.publisher import PRODUCER
+
+    assert [shard_producer(k) for k in range(3)] == ["shard-0", "shard-1", "shard-2"]
+    assert control.REPLAY_PRODUCER == PRODUCER
+
+
+def test_valid_watermarks_parse() -> None:
+    worker = control.watermark("shard-2", ["shard-0", "shard-1", "shard-2"], _NOW_US, 5, _NOW_US - 10)
+    assert _parse(control.dumps(worker)) == worker
+    hand = control.watermark("replay", ["shard-0", "shard-1", "shard-2"], 10, -1, 0, handoff=True)
+    assert _parse(control.dumps(hand)) == hand
+    at_limit = _mark_doc(watermark_us=_NOW_US + _SKEW_US)
+    assert _parse(_raw(at_limit))["watermark_us"] == _NOW_US + _SKEW_US
+    assert (
+        control.parse_watermark(
+            _raw(_mark_doc(producer="anyone", producers=["anyone"])),
+            registered=None,
+            now_us=_NOW_US,
+            max_future_us=_SKEW_US,
+        )["producer"]
+        == "anyone"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "phrase"),
+    [
+        (None, "no value"),
+        (b"[1, 2]", "a watermark is a JSON object, got list"),
+        (b'"shard-0"', "got str"),
+        (b"42", "got int"),
+        (b"null", "got NoneType"),
+        (b'{"producer": ', "not valid JSON"),
+        (b"x" * 70_000, "over the 65536-byte limit"),
+        (_raw({k: v for k, v in _mark_doc().items() if k != "watermark_us"}), "no 'watermark_us' field"),
+        (_raw({k: v for k, v in _mark_doc().items() if k != "producers"}), "no 'producers' field"),
+        (_raw({k: v for k, v in _mark_doc().items() if k != "producer"}), "no 'producer' field"),
+        (_raw(_mark_doc(colour="red")), "unknown field 'colour'"),
+        (_raw(_mark_doc(producer=5)), "'producer' must be a string"),
+        (_raw(_mark_doc(producers="shard-0")), "'producers' must be a non-empty list"),
+        (_raw(_mark_doc(producers=[])), "'producers' must be a non-empty list"),
+        (_raw(_mark_doc(producers=[1])), "'producers' must be a non-empty list"),
+        (_raw(_mark_doc(watermark_us="1")), "'watermark_us' must be an integer"),
+        (_raw(_mark_doc(watermark_us=1.5)), "'watermark_us' must be an integer"),
+        (_raw(_mark_doc(watermark_us=True)), "'watermark_us' must be an integer"),
+        (_raw(_mark_doc(tick=None)), "'tick' must be an integer"),
+        (_raw(_mark_doc(origin_us=[0])), "'origin_us' must be an integer"),
+        (_raw(_mark_doc(final="yes")), "'final' must be true or false"),
+        (_raw(_mark_doc(handoff=1)), "'handoff' must be true or false"),
+        (_raw(_mark_doc(watermark_us=-1)), "'watermark_us' is -1, before the Unix epoch"),
+        (_raw(_mark_doc(origin_us=-5)), "'origin_us' is -5, before the Unix epoch"),
+        (_raw(_mark_doc(watermark_us=2**62)), "beyond the latest event time allowed now"),
+        (_raw(_mark_doc(watermark_us=_NOW_US + _SKEW_US + 1)), "beyond the latest event time"),
+        (_raw(_mark_doc(origin_us=2**62)), "'origin_us' is"),
+        (_raw(_mark_doc(tick=-2)), "tick -2 is outside"),
+        (_raw(_mark_doc(tick=2**53)), "outside -1..9007199254740991"),
+        (
+            _raw(_mark_doc(producer="intruder")),
+            "names producer 'intruder' that this society did not register",
+        ),
+        (_raw(_mark_doc(producers=["shard-0", "shard-9", "x"])), "names producers 'shard-9', 'x'"),
+        (_raw(_mark_doc(producers=["shard-0", "shard-1", "shard-2", "shard-3"])), "producer 'shard-3'"),
+    ],
+)
+def test_bad_watermarks_rejected_with_a_reason(raw: bytes | None, phrase: str) -> None:
+    with pytest.raises(control.InvalidControl) as info:
+        _parse(raw)
+    assert phrase in info.value.reason
+    assert len(info.value.reason) < 300
+
+
+def test_unknown_producer_reason_lists_the_registered_ones() -> None:
+    with pytest.raises(control.InvalidControl) as info:
+        _parse(_raw(_mark_doc(producer="p" * 5_000)))
+    assert "its producers are shard-0 to shard-2 and replay" in info.value.reason
+    assert len(info.value.reason) < 300
