@@ -19,6 +19,9 @@ DLQ_TOPIC = "dlq-origin-topic"
 DLQ_PARTITION = "dlq-origin-partition"
 DLQ_OFFSET = "dlq-origin-offset"
 DLQ_KEY = "dlq-origin-key"
+DLQ_ORIGINAL_BYTES = "dlq-original-bytes"
+"""Size of the rejected value; the dead letter keeps at most its first MiB (``DLQ_TRUNCATED``: true)."""
+DLQ_TRUNCATED = "dlq-truncated"
 
 
 class Role(StrEnum):
@@ -64,7 +67,8 @@ TOPIC_SPECS: tuple[TopicSpec, ...] = (
         "1",
         "stream workers",
         "sink (dead_letters table), `society status`",
-        "the rejected bytes; headers dlq-reason, dlq-code, dlq-origin-topic/-partition/-offset",
+        "the rejected bytes (at most the first MiB); headers dlq-reason, dlq-code,"
+        " dlq-origin-topic/-partition/-offset/-key, dlq-original-bytes, dlq-truncated",
     ),
     TopicSpec(
         Role.TICKS,

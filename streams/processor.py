@@ -41,10 +41,12 @@ from schemas import control
 from schemas.topics import (
     DLQ_CODE,
     DLQ_KEY,
+    DLQ_ORIGINAL_BYTES,
     DLQ_OFFSET,
     DLQ_PARTITION,
     DLQ_REASON,
     DLQ_TOPIC,
+    DLQ_TRUNCATED,
     HEADER_KIND,
     KIND_WATERMARK,
     Role,
@@ -59,8 +61,6 @@ from streams.partition_state import Accepted, EventIds, MarkApplied, Outcome, Pa
 
 log = get_logger(__name__)
 
-DLQ_ORIGINAL_BYTES = "dlq-original-bytes"
-DLQ_TRUNCATED = "dlq-truncated"
 DLQ_MAX_VALUE_BYTES = 1 << 20
 """A dead letter keeps at most this prefix of a record (the producer's request limit is 8 MiB)."""
 DLQ_MAX_KEY_BYTES = 1 << 10
