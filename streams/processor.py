@@ -41,8 +41,8 @@ from schemas import control
 from schemas.topics import (
     DLQ_CODE,
     DLQ_KEY,
-    DLQ_ORIGINAL_BYTES,
     DLQ_OFFSET,
+    DLQ_ORIGINAL_BYTES,
     DLQ_PARTITION,
     DLQ_REASON,
     DLQ_TOPIC,
