@@ -39,9 +39,9 @@ from bench.pipeline import machine_info, percentile
 from dashboard.panels import PANELS
 from dashboard.snapshot import Snapshotter
 from schemas.topics import Role, topic_name
-from society.query import query_http
 from society.settings import get_settings
 from society.stack import LocalStack
+from warehouse.sink_http import query_http
 
 err = Console(stderr=True)
 

@@ -36,10 +36,10 @@ from bench.pipeline import LLM_END as END
 from bench.pipeline import machine_info
 from society.broker import free_port
 from society.model_server import LocalModelServer
-from society.query import query_http
 from society.run import drive_clock, last_window_start, wait_drained
 from society.settings import Settings
 from society.stack import PIPELINE_NICE, LocalStack
+from warehouse.sink_http import query_http
 
 
 class RecordingProxy:

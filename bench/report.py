@@ -83,7 +83,7 @@ def load_society(events: int, tmp: Path, society: str) -> dict[str, Any]:
 
 
 def _metric_rows(url: str, society: str) -> int:
-    from society.query import query_http
+    from warehouse.sink_http import query_http
 
     return int(query_http(url, f"SELECT count() FROM metrics WHERE society = '{society}'").rows[0][0])
 

@@ -12,8 +12,8 @@ import orjson
 from replay.archive import ArchiveHeader, write_archive
 from schemas.control import from_us, to_us
 from schemas.events import EVENT_ADAPTER, Event
-from society.query import run_query
 from society.settings import Settings
+from warehouse.reader import run_query
 
 PAGE = 50_000
 

@@ -9,7 +9,7 @@
 """
 
 from warehouse.guard import ReadLimits, ReadOnlySession
-from warehouse.reader import Reader, SessionReader, SinkReader, open_reader
+from warehouse.reader import Reader, SessionReader, SinkReader, open_reader, run_query
 from warehouse.result import QueryError, Refused, Result
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "SessionReader",
     "SinkReader",
     "open_reader",
+    "run_query",
 ]

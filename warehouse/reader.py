@@ -95,3 +95,12 @@ def open_reader(settings: Any = None, society: str | None = None) -> Reader:
         if url is not None:
             return SinkReader(url)
     return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, limits)
+
+
+def run_query(settings: Any, sql: str) -> Result:
+    """One read through ``open_reader(settings)``, closed afterwards."""
+    reader = open_reader(settings)
+    try:
+        return reader.query(sql)
+    finally:
+        reader.close()

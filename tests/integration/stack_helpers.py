@@ -14,11 +14,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from schemas.topics import Role, topic_name
 from society.fork import save_config
-from society.query import query_http
 from society.run import drive_clock, last_window_start, wait_drained
 from society.settings import Settings
 from society.stack import LocalStack
 from streams.processor import is_watermark
+from warehouse.sink_http import query_http
 
 
 def make_settings(broker: str, tmp: Path, **over: Any) -> Settings:
