@@ -1,4 +1,8 @@
-"""``python -m agents --society NAME --bootstrap HOST:PORT``: run one agent worker until stopped."""
+"""``python -m agents --society NAME --bootstrap HOST:PORT``: run one agent worker until stopped.
+
+Exits 0 after SIGTERM/SIGINT (the stack's way to stop it, also sent by the kernel when the driver dies);
+on a failure it logs ``agents.failed`` with the error (the supervisor shows that line) and exits 1.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import asyncio
 import signal
 
 from agents.worker import AgentWorker
-from society.logs import configure_logging
+from society.logs import configure_logging, get_logger
 from society.settings import get_settings
 
 
@@ -28,11 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
     try:
-        import uvloop
-
-        uvloop.run(_serve(args.society, args.bootstrap))
-    except ImportError:  # pragma: no cover
-        asyncio.run(_serve(args.society, args.bootstrap))
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover
+            asyncio.run(_serve(args.society, args.bootstrap))
+        else:
+            uvloop.run(_serve(args.society, args.bootstrap))
+    except Exception as exc:
+        get_logger("agents").exception("agents.failed", error=repr(exc))
+        return 1
     return 0
 
 

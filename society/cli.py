@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from society.logs import configure_logging
@@ -99,22 +101,55 @@ def run(
             load_config(s, fork_from)
         except FileNotFoundError as exc:
             raise click.ClickException(str(exc)) from None
-    summary = run_society(
-        s,
-        society=society,
-        ticks=ticks,
-        duration=duration,
-        stream_workers=stream_workers or s.stream_workers,
-        agent_workers=agent_workers or s.agent_workers,
-        console=console,
-        fork_from=fork_from,
-        fork_at=_parse_time(fork_at),
-        dashboard=dashboard,
-    )
+    from agents.clock import BarrierTimeout
+    from society.stack import StackBusy, StackFailed
+
+    try:
+        summary = run_society(
+            s,
+            society=society,
+            ticks=ticks,
+            duration=duration,
+            stream_workers=stream_workers or s.stream_workers,
+            agent_workers=agent_workers or s.agent_workers,
+            console=console,
+            fork_from=fork_from,
+            fork_at=_parse_time(fork_at),
+            dashboard=dashboard,
+        )
+    except StackBusy as exc:
+        raise click.ClickException(str(exc)) from None
+    except (StackFailed, BarrierTimeout) as exc:
+        console.print(
+            f"[bold red]society {society} stopped:[/bold red] {escape(str(exc))}.\nIts processes and broker "
+            f"are stopped; the logs are in {s.state_dir / society} (what the stack did: run.log).",
+            highlight=False,
+        )
+        sys.exit(1)
+    restarts = ", ".join(f"{role} {n}" for role, n in sorted(summary.get("restarts", {}).items()))
+    restarted = f" Restarted on the way: {restarts}." if restarts else ""
     console.print()
+    if summary.get("interrupted") and not summary["ticks"]:
+        console.print(
+            f"[bold yellow]stopped by {summary['interrupted']}[/bold yellow] before society [bold]{society}"
+            "[/bold] ran a tick; nothing of it runs any more.",
+            highlight=False,
+        )
+        sys.exit(128 + signal.Signals[summary["interrupted"]].value)
+    if summary.get("interrupted"):
+        name = summary["interrupted"]
+        console.print(
+            f"[bold yellow]stopped by {name}[/bold yellow]: society [bold]{society}[/bold], "
+            f"{summary['ticks']:,} ticks, {summary['events']:,} events stored"
+            f"{'' if summary.get('drained') else ' (not drained: the last tick may be partly stored)'}; "
+            f"the stack is stopped, nothing of it runs any more.{restarted} "
+            f"Continue it with: society run --from {society}",
+            highlight=False,
+        )
+        sys.exit(128 + signal.Signals[name].value)
     console.print(
         f"[bold green]done[/bold green]: society [bold]{society}[/bold], {summary['ticks']:,} ticks, "
-        f"{summary['events']:,} events in {summary['seconds']:.1f} s. Query it with: "
+        f"{summary['events']:,} events in {summary['seconds']:.1f} s.{restarted} Query it with: "
         f"society sql \"SELECT type, count() FROM events WHERE society = '{society}' GROUP BY type\"; "
         f"look at it with: society dashboard --society {society}"
     )
@@ -438,7 +473,7 @@ def report(
     from report.embeddings import Encoder
     from report.source import open_warehouse
     from report.write import write_report
-    from society.query import QueryError
+    from warehouse import QueryError
 
     names = [society_name] + ([other] if other else [])
     try:
@@ -489,13 +524,23 @@ def report(
 @click.argument("sql")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table")
 def sql(sql: str, fmt: str) -> None:
-    """Run SQL on the society's ClickHouse and print the result."""
-    from society.query import QueryError, run_query
+    """Run one read-only SQL statement on the society's ClickHouse and print the result.
+
+    Only reads run (SELECT, WITH, EXPLAIN, SHOW, DESCRIBE, EXISTS): ClickHouse refuses anything else, and
+    no query can change a setting or reach files, the network or other processes (``warehouse``)."""
+    from warehouse import QueryError, Refused, open_reader
 
     try:
-        res = run_query(get_settings(), sql)
+        reader = open_reader(get_settings())
+        try:
+            res = reader.query(sql)
+        finally:
+            reader.close()
+    except Refused as exc:
+        console.print(f"[red]refused:[/red] {escape(str(exc))}", markup=True, highlight=False)
+        sys.exit(2)
     except QueryError as exc:
-        console.print(f"[red]query failed:[/red] {exc}", markup=True, highlight=False)
+        console.print(f"[red]query failed:[/red] {escape(str(exc))}", markup=True, highlight=False)
         sys.exit(2)
     if fmt == "json":
         click.echo(json.dumps([dict(zip(res.columns, r, strict=True)) for r in res.rows], default=str))
@@ -526,10 +571,31 @@ def _cell(v: Any) -> Any:
 
 @main.command()
 def status() -> None:
-    """Throughput, consumer lag (from the high watermark) and dead letters of the running stack."""
+    """Throughput, consumer lag (from the high watermark) and dead letters of the running stack.
+
+    A stack whose driver died is reported, whatever of it still runs is stopped, and its state removed."""
     from society.status import print_status
 
     sys.exit(print_status(get_settings(), console))
+
+
+@main.command()
+@click.option(
+    "--timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="seconds to let the society drain and stop before killing its driver",
+)
+def stop(timeout: float) -> None:
+    """Stop the running stack cleanly: its driver (`society run`) drains, flushes and stops everything.
+
+    A stack whose driver died is cleared instead: what still runs of it is stopped, its state removed."""
+    from society.stack import stop_stack
+
+    sys.exit(
+        stop_stack(get_settings(), timeout, lambda msg: console.print(msg, highlight=False, markup=False))
+    )
 
 
 @main.command()

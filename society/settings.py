@@ -144,6 +144,13 @@ class Settings(BaseSettings):
     barrier_timeout_seconds: float = Field(
         default=600.0, gt=0, description="a tick's barrier waiting this long stops the run with an error"
     )
+    stream_session_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=90,
+        description="how long a dead stream worker keeps its Faust consumer-group membership (Faust's 60 s "
+        "default held a restarted worker back for two minutes)",
+    )
 
     @property
     def poll_ms(self) -> int:

@@ -1,0 +1,463 @@
+"""Fault injection on the real stack: ``society run`` (its own Tansu broker, chDB, real child processes)
+driven as a user runs it, with one process killed, stalled or signalled mid-run.
+
+The stack's supervisor (``society.stack.Supervisor``) must notice what happened, say it, restart what
+died and finish the run by itself; the events stored in ClickHouse are then compared, id by id and row
+by row (no FINAL), with an in-process run of the same seed (``agents.offline.simulate``): nothing lost,
+nothing duplicated. Stopping the driver (SIGTERM) or killing it (SIGKILL) must leave no process behind.
+
+Each test records what the supervision journal (``<run>/run.log``) says about the recovery and prints it
+(``pytest -s``): BENCHMARKS.md's recovery times come from these lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.behaviour import load_behaviour
+from agents.offline import simulate
+from society.broker import pid_alive
+from society.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+AGENTS, SEED, PARTITIONS, SHARDS = 300, 7, 4, 4
+TICKS = 120  # the faults that the run must survive; kills happen at tick KILL_AT
+LONG_TICKS = 5000  # the driver tests: still running when it is signalled
+KILL_AT = 20
+RUN_BOUND_S = 240.0  # a guard against a hang, not a timing assertion
+GONE_BOUND_S = 60.0  # every process of a stopped or killed driver is gone within this
+
+
+@dataclass
+class Run:
+    """A ``society run`` subprocess and what it writes."""
+
+    root: Path
+    society: str
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def output(self) -> str:
+        return (self.root / "run.out").read_text(errors="replace")
+
+    def stack(self) -> dict[str, Any]:
+        try:
+            doc = json.loads((self.state_dir / "stack.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def journal(self, event: str | None = None) -> list[dict[str, Any]]:
+        try:
+            lines = (self.state_dir / self.society / "run.log").read_text().splitlines()
+        except OSError:
+            return []
+        records = [json.loads(line) for line in lines if line.strip()]
+        return [r for r in records if event is None or r["event"] == event]
+
+    def wait_tick(self, tick: int) -> None:
+        deadline = time.monotonic() + RUN_BOUND_S
+        while time.monotonic() < deadline:
+            if any(r["tick"] >= tick for r in self.journal("clock.tick")):
+                return
+            assert self.proc.poll() is None, f"society run exited early:\n{self.output[-3000:]}"
+            time.sleep(0.05)
+        pytest.fail(f"tick {tick} not reached:\n{self.output[-3000:]}")
+
+    def wait_event(self, event: str) -> dict[str, Any]:
+        deadline = time.monotonic() + RUN_BOUND_S
+        while time.monotonic() < deadline:
+            found = self.journal(event)
+            if found:
+                return found[0]
+            time.sleep(0.1)
+        pytest.fail(f"{event} never journaled:\n{self.output[-3000:]}")
+
+    def pid_of(self, role: str) -> int:
+        return next(int(p["pid"]) for p in self.stack()["processes"] if p["role"] == role)
+
+    def all_pids(self) -> dict[str, tuple[int, int | None]]:
+        """Every process the driver started (and the driver), with the start time that identifies it."""
+        state = self.stack()
+        pids = {f"{p['role']}-{p['index']}": (int(p["pid"]), p.get("start")) for p in state["processes"]}
+        pids["broker"] = (int(state["broker"]["pid"]), state["broker"]["start"])
+        pids["driver"] = (int(state["driver"]["pid"]), state["driver"]["start"])
+        return pids
+
+    def finish(self) -> int:
+        try:
+            return self.proc.wait(timeout=RUN_BOUND_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"society run did not finish within {RUN_BOUND_S:.0f} s:\n{self.output[-5000:]}")
+
+
+def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str) -> Run:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))}
+    env.update(
+        SOCIETY_STATE_DIR=str(tmp / "state"),
+        CLICKHOUSE_URL=f"chdb://{tmp / 'clickhouse'}",
+        SOCIETY_PARTITIONS=str(PARTITIONS),
+        SOCIETY_SHARDS=str(SHARDS),
+        SOCIETY_WINDOW_SECONDS="600",
+        SOCIETY_DASHBOARD_PORT="0",
+    )
+    env.update({f"SOCIETY_{k.upper()}": v for k, v in settings.items()})
+    argv = [sys.executable, "-m", "society.cli", "run", "--society", society, "--agents", str(AGENTS)]
+    argv += ["--ticks", str(ticks), "--seed", str(SEED), *extra]
+    with open(tmp / "run.out", "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+    return Run(tmp, society, proc, env)
+
+
+def stored_id_counts(run: Run) -> dict[str, int]:
+    """Rows per event id of the society (no FINAL: a duplicate shows as 2), read from its chDB directory
+    in a fresh process once the run has released it."""
+    code = (
+        "import json, sys\n"
+        "from sinks.clickhouse import connect\n"
+        "sql = f\"SELECT toString(event_id), count() FROM events WHERE society = '{sys.argv[2]}'\"\n"
+        "rows = connect(sys.argv[1]).query(sql + ' GROUP BY event_id').result_rows\n"
+        "print(json.dumps({i: n for i, n in rows}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, f"chdb://{run.root / 'clickhouse'}", run.society],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    counts: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+    return counts
+
+
+def offline_ids(society: str, ticks: int) -> set[str]:
+    s = Settings()
+    result = simulate(
+        seed=SEED,
+        agents=AGENTS,
+        ticks=ticks,
+        behaviour=load_behaviour(),
+        shards=SHARDS,
+        partitions=PARTITIONS,
+        tick_seconds=s.tick_seconds,
+        start=datetime.fromisoformat(s.sim_start),
+        society=society,
+    )
+    return {str(e.event_id) for e in result.events}
+
+
+def assert_same_as_offline(run: Run, ticks: int) -> None:
+    counts = stored_id_counts(run)
+    expected = offline_ids(run.society, ticks)
+    lost = expected - counts.keys()
+    foreign = counts.keys() - expected
+    duplicated = {i: n for i, n in counts.items() if n > 1}
+    assert len(expected) > 1000
+    summary = f"{len(lost)} lost, {len(foreign)} not in the in-process run, {len(duplicated)} stored twice+"
+    assert not lost, summary
+    assert not foreign, summary
+    assert not duplicated, summary
+
+
+def gone_within(pids: dict[str, tuple[int, int | None]], bound: float) -> list[str]:
+    """The labels of ``pids`` still running after ``bound`` seconds (a zombie counts as gone)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        alive = [name for name, (pid, start) in pids.items() if pid_alive(pid, start)]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return alive
+
+
+def recovery(run: Run, kill_ts: float) -> str:
+    """The journal's recovery milestones, in seconds after the kill."""
+    marks = []
+    events = ["stack.child_exited", "stack.child_restarted", "stack.child_ready"]
+    events += ["broker.not_answering", "broker.answering_again", "society.resumed"]
+    for event in events:
+        for r in run.journal(event):
+            if r["ts"] >= kill_ts - 1:
+                marks.append(f"{event} +{r['ts'] - kill_ts:.1f} s")
+                break
+    return "; ".join(marks)
+
+
+def _kill_child_and_finish(tmp: Path, society: str, role: str) -> Run:
+    run = start_run(tmp, society, TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    victim = run.pid_of(role)
+    kill_ts = time.time()
+    os.kill(victim, signal.SIGKILL)
+    restarted = run.wait_event("stack.child_restarted")
+    assert run.pid_of(role) == restarted["pid"], "stack.json does not name the restarted process"
+    rc = run.finish()
+    assert rc == 0, run.output[-5000:]
+    exited = run.journal("stack.child_exited")
+    assert [(e["role"], e["pid"], e["status"]) for e in exited] == [(role, victim, "was killed by SIGKILL")]
+    assert restarted["previous_pid"] == victim
+    assert restarted["pid"] != victim
+    assert run.journal("stack.child_ready"), "the restarted process never worked"
+    assert f"{ROLE_LABELS[role]} (pid {victim}) was killed by SIGKILL" in run.output
+    assert not (run.state_dir / "stack.json").exists()
+    print(f"\nrecovery of {role} killed at tick >= {KILL_AT}: {recovery(run, kill_ts)}")
+    assert_same_as_offline(run, TICKS)
+    return run
+
+
+ROLE_LABELS = {"streams": "stream worker 0", "agents": "agent worker 0", "sinks": "the sink"}
+
+
+def test_stream_worker_sigkill_is_restarted_and_nothing_is_lost_or_duplicated(
+    tmp_path: Path, society_name: str
+) -> None:
+    _kill_child_and_finish(tmp_path, society_name, "streams")
+
+
+def test_agent_worker_sigkill_is_restarted_and_nothing_is_lost_or_duplicated(
+    tmp_path: Path, society_name: str
+) -> None:
+    _kill_child_and_finish(tmp_path, society_name, "agents")
+
+
+def test_sink_sigkill_is_restarted_and_nothing_is_lost_or_duplicated(
+    tmp_path: Path, society_name: str
+) -> None:
+    _kill_child_and_finish(tmp_path, society_name, "sinks")
+
+
+def test_broker_stalled_30_s_is_said_and_the_run_finishes_whole(tmp_path: Path, society_name: str) -> None:
+    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    broker = int(run.stack()["broker"]["pid"])
+    stop_ts = time.time()
+    os.kill(broker, signal.SIGSTOP)
+    try:
+        stalled = run.wait_event("broker.not_answering")
+        time.sleep(max(0.0, 30 - (time.time() - stop_ts)))
+    finally:
+        os.kill(broker, signal.SIGCONT)
+    rc = run.finish()
+    assert rc == 0, run.output[-5000:]
+    again = run.journal("broker.answering_again")
+    assert stalled["bootstrap"] == run.journal("stack.broker_started")[0]["bootstrap"]
+    assert len(again) == 1
+    assert again[0]["ts"] > stalled["ts"]
+    assert re.search(r"the broker at 127\.0\.0\.1:\d+ has not answered for \d+ s", run.output)
+    assert "answers again" in run.output
+    assert run.journal("stack.child_exited") == [], "a process died while the broker was stalled"
+    print(f"\nrecovery of a 30 s broker stall: {recovery(run, stop_ts)}")
+    assert_same_as_offline(run, TICKS)
+
+
+def test_sigterm_of_society_run_drains_stops_everything_and_keeps_every_event(
+    tmp_path: Path, society_name: str
+) -> None:
+    run = start_run(tmp_path, society_name, LONG_TICKS, "--dashboard")
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    assert {"broker", "driver", "sinks-0", "streams-0", "agents-0", "dashboard-0"} <= pids.keys()
+    term_ts = time.time()
+    os.kill(run.proc.pid, signal.SIGTERM)
+    rc = run.finish()
+    exited_s = time.time() - term_ts
+    assert rc == 128 + signal.SIGTERM, run.output[-5000:]
+    assert gone_within(pids, GONE_BOUND_S) == []
+    print(f"\nSIGTERM of society run: drained, stopped and exited after {exited_s:.1f} s")
+    assert not (run.state_dir / "stack.json").exists()
+    flat = " ".join(run.output.split())
+    done = re.search(r"stopped by SIGTERM: society \S+, ([\d,]+) ticks, [\d,]+ events stored;", flat)
+    assert done, run.output[-3000:]
+    assert "nothing of it runs any more" in flat
+    # drained: every tick the clock published is stored, exactly as the in-process run of that many ticks
+    ticks = int(done.group(1).replace(",", ""))
+    assert KILL_AT < ticks < LONG_TICKS
+    assert_same_as_offline(run, ticks)
+
+
+def test_sigkill_of_society_run_leaves_no_orphan_and_status_reports_the_dead_driver(
+    tmp_path: Path, society_name: str
+) -> None:
+    run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    driver = run.proc.pid
+    kill_ts = time.time()
+    os.kill(driver, signal.SIGKILL)
+    run.proc.wait()
+    # the kernel's SIGTERM to every child of the dead driver (PR_SET_PDEATHSIG), not any cleanup of ours
+    assert gone_within(pids, GONE_BOUND_S) == []
+    print(f"\nSIGKILL of society run: every process it started gone after {time.time() - kill_ts:.1f} s")
+    assert (run.state_dir / "stack.json").exists()
+    status = subprocess.run(
+        [sys.executable, "-m", "society.cli", "status"],
+        env=run.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = " ".join(status.stdout.split())
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert f"the driver of society {society_name} (pid {driver}) died at" in said
+    assert "its processes were stopped" in said
+    assert "still ran" not in said
+    assert not (run.state_dir / "stack.json").exists()
+    again = subprocess.run(
+        [sys.executable, "-m", "society.cli", "status"],
+        env=run.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 1
+    assert "no running stack" in again.stdout
+
+
+def test_broker_sigkill_stops_the_run_with_a_clear_error_and_no_orphan(
+    tmp_path: Path, society_name: str
+) -> None:
+    """Tansu keeps topics in memory only: a killed broker takes the society's log with it. Until the
+    society is rebuilt from ClickHouse (``run_society(on_broker_lost=...)``), the run must say so and stop,
+    not hang at 0 events/s."""
+    run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    broker = pids.pop("broker")
+    kill_ts = time.time()
+    os.kill(broker[0], signal.SIGKILL)
+    rc = run.finish()
+    exited_s = time.time() - kill_ts
+    flat = " ".join(run.output.split())
+    assert rc == 1, run.output[-5000:]
+    said = (
+        rf"society {society_name} stopped: the broker at 127\.0\.0\.1:\d+ \(Tansu, pid {broker[0]}\) was "
+        r"killed by SIGKILL at [\d:]+; it kept the society's topics in memory only"
+    )
+    assert re.search(said, flat), run.output[-3000:]
+    assert "Traceback" not in run.output
+    lost = run.journal("broker.lost")
+    assert [(r["pid"], r["status"]) for r in lost] == [(broker[0], "was killed by SIGKILL")]
+    print(
+        f"\nbroker SIGKILL: said after {lost[0]['ts'] - kill_ts:.1f} s, society run exited after "
+        f"{exited_s:.1f} s"
+    )
+    assert gone_within(pids, GONE_BOUND_S) == []
+    assert not (run.state_dir / "stack.json").exists()
+    # what was stored before the loss is the beginning of the same society: no foreign id, no duplicate
+    counts = stored_id_counts(run)
+    assert counts
+    assert counts.keys() <= offline_ids(society_name, max(r["tick"] for r in run.journal("clock.tick")) + 10)
+    assert all(n == 1 for n in counts.values())
+
+
+def test_a_role_that_keeps_dying_stops_the_run_with_a_clear_error(tmp_path: Path, society_name: str) -> None:
+    run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard", restart_limit="2")
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    victims = []
+    for attempt in range(3):
+        victim = run.pid_of("agents")
+        victims.append(victim)
+        os.kill(victim, signal.SIGKILL)
+        if attempt < 2:
+            deadline = time.monotonic() + RUN_BOUND_S
+            while len(run.journal("stack.child_restarted")) <= attempt and time.monotonic() < deadline:
+                time.sleep(0.05)
+    rc = run.finish()
+    flat = " ".join(run.output.split())
+    assert rc == 1, run.output[-5000:]
+    assert (
+        f"agent worker 0 (pid {victims[-1]}) was killed by SIGKILL. It was restarted 2 times within 120 s, "
+        "so the run stops." in flat
+    ), run.output[-3000:]
+    assert [r["pid"] for r in run.journal("stack.child_exited")] == victims[:2]
+    assert [r["pid"] for r in run.journal("stack.gave_up")] == victims[2:]
+    pids.pop("agents-0")
+    assert gone_within(pids, GONE_BOUND_S) == []
+    assert not (run.state_dir / "stack.json").exists()
+
+
+def test_a_silent_stream_worker_times_the_barrier_out_naming_what_is_missing(
+    tmp_path: Path, society_name: str
+) -> None:
+    """A stream worker that stops working without dying (SIGSTOP): the clock's barrier says which
+    partitions it waits for, then stops the run after barrier_timeout_seconds."""
+    run = start_run(
+        tmp_path,
+        society_name,
+        LONG_TICKS,
+        "--no-dashboard",
+        barrier_warn_seconds="3",
+        barrier_timeout_seconds="15",
+    )
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    os.kill(run.pid_of("streams"), signal.SIGSTOP)
+    rc = run.finish()
+    flat = " ".join(run.output.split())
+    assert rc == 1, run.output[-5000:]
+    waits = run.journal("clock.barrier_waiting")
+    assert waits, run.output[-3000:]
+    tick, missing = waits[-1]["tick"], waits[-1]["missing"]
+    assert tick > KILL_AT
+    assert missing  # the partitions the stopped worker owns, each still at an older tick
+    assert all(t is not None and t < tick for t in missing.values())
+    named = ", ".join(f"{q} (newest feed: tick {t})" for q, t in missing.items())
+    plural = "s" if len(missing) > 1 else ""
+    waiting = rf"tick {tick} has waited \d+ s for the feed of partition{plural} {re.escape(named)}"
+    assert re.search(waiting, flat), run.output[-3000:]  # on the display, before the timeout
+    assert re.search(rf"stopped: the barrier of tick {tick} timed out after \d+ s: {waiting}", flat)
+    assert gone_within(pids, GONE_BOUND_S) == []
+    assert not (run.state_dir / "stack.json").exists()
+
+
+def test_society_stop_stops_a_running_society_cleanly(tmp_path: Path, society_name: str) -> None:
+    run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    pids = run.all_pids()
+    busy = subprocess.run(
+        [sys.executable, "-m", "society.cli", "run", "--society", "other", "--ticks", "5", "--no-dashboard"],
+        env=run.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert busy.returncode == 1
+    assert f"society {society_name} already runs here" in " ".join(busy.stderr.split())
+    stop = subprocess.run(
+        [sys.executable, "-m", "society.cli", "stop"],
+        env=run.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    said = " ".join(stop.stdout.split())
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert f"society {society_name} stopped; nothing of it runs any more" in said
+    assert run.finish() == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM" in run.output
+    assert gone_within(pids, GONE_BOUND_S) == []
+    assert not (run.state_dir / "stack.json").exists()
