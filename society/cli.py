@@ -52,6 +52,11 @@ def main() -> None:
 @click.option("--from", "fork_from", help="start from the history of this society (fork or resume)")
 @click.option("--at", "fork_at", help="with --from: fork at this event time (default: where it stopped)")
 @click.option(
+    "--resume",
+    "resume_name",
+    help="rebuild this society from ClickHouse after its run died (driver killed, stack lost) and go on",
+)
+@click.option(
     "--dashboard/--no-dashboard", default=True, show_default=True, help="serve the live web dashboard"
 )
 def run(
@@ -69,15 +74,22 @@ def run(
     agent_workers: int | None,
     fork_from: str | None,
     fork_at: str | None,
+    resume_name: str | None,
     dashboard: bool,
 ) -> None:
     """Run a society of N agents for a duration on the local stack, with live figures.
 
     With --from OLD [--at TIME] the new society's history up to TIME (default: where OLD stopped) is
-    OLD's, replayed from ClickHouse; its agents then continue live.
+    OLD's, replayed from ClickHouse; its agents then continue live. With --resume NAME a society whose run
+    died goes on under its own name, from the first tick ClickHouse may not hold completely, to the tick it
+    was to reach. A lost local broker is rebuilt the same way while the run goes on (simulated time).
     """
     if fork_at is not None and fork_from is None:
         raise click.UsageError("--at needs --from")
+    if resume_name is not None and (fork_from is not None or (name is not None and name != resume_name)):
+        raise click.UsageError(
+            "--resume NAME continues NAME itself: give neither --from nor another --society"
+        )
     from society.run import run_society
 
     s = _settings(
@@ -91,17 +103,18 @@ def run(
     )
     if s.llm_agents > s.agents:
         raise click.UsageError(f"--llm-agents {s.llm_agents} is more than the {s.agents} agents")
-    society = name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
-    if ticks is None and duration is None:
+    society = resume_name or name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    if ticks is None and duration is None and resume_name is None:
         duration = 60.0
-    if fork_from is not None:
+    if fork_from is not None or resume_name is not None:
         from society.fork import load_config
 
         try:
-            load_config(s, fork_from)
+            load_config(s, fork_from or society)
         except FileNotFoundError as exc:
             raise click.ClickException(str(exc)) from None
     from agents.clock import BarrierTimeout
+    from society.recover import rebuild_hook
     from society.stack import StackBusy, StackFailed
 
     try:
@@ -116,6 +129,9 @@ def run(
             fork_from=fork_from,
             fork_at=_parse_time(fork_at),
             dashboard=dashboard,
+            # simulated time regenerates what the lost topics held; a cluster is never "lost"
+            on_broker_lost=rebuild_hook if s.mode == "sim" and not s.kafka_bootstrap else None,
+            resume=resume_name is not None,
         )
     except StackBusy as exc:
         raise click.ClickException(str(exc)) from None

@@ -39,6 +39,7 @@ from society.broker import partition_count
 from society.fork import copy_history, fork_point, fork_settings, save_config
 from society.logs import get_logger
 from society.query import QueryError, Result, query_http
+from society.recover import new_generation, replay_history, resume_point
 from society.settings import Settings
 from society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
 
@@ -485,6 +486,7 @@ def run_society(
     fork_at: datetime | None = None,
     dashboard: bool = False,
     on_broker_lost: BrokerLostHook | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run a society on the local stack and return a summary; the stack is stopped afterwards.
 
@@ -495,6 +497,9 @@ def run_society(
     ``interrupted`` names the signal. A lost local broker stops the run with ``BrokerLost`` unless
     ``on_broker_lost`` is given (``society.stack.BrokerLostHook``): it is then called with the stack,
     outside any event loop, and the clock continues from the tick it returns.
+
+    ``resume``: ``society`` ran before and its driver died (or its stack was lost): it is rebuilt from what
+    ClickHouse holds on new topics (``society.recover``) and continues to the tick it was to reach.
     """
     console = console or Console()
     stale = check_no_live_stack(settings)
@@ -504,6 +509,15 @@ def run_society(
     if fork_from is not None:
         settings, cfg = fork_settings(settings, fork_from, None)
         point = fork_point(settings, fork_at, cfg.get("end_us"))
+    elif resume:
+        settings, cfg = fork_settings(settings, society, None)
+        settings = settings.model_copy(
+            update={"generation": int(cfg.get("generation") or 0), "resume_us": cfg.get("resume_us")}
+        )
+        point = resume_point(settings, society)
+        settings = new_generation(settings, point)
+        if ticks is None and duration is None:
+            ticks = max(0, int(cfg.get("end_tick") or point.tick) - point.tick)
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
     console.print(
         f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, "
@@ -527,7 +541,18 @@ def run_society(
                 else f"the dashboard did not start; see {stack.run_dir}"
             )
         start_tick = 0
-        if fork_from is not None and point is not None:
+        if resume and point is not None:
+            stack.sink_url()
+            console.print(
+                f"rebuilding {society} from ClickHouse: history before tick {point.tick} "
+                f"({from_us(point.at_us).isoformat()}), topics of generation {settings.generation} ..."
+            )
+            copied = asyncio.run(replay_history(settings, stack.bootstrap, society, point))
+            save_config(settings, society, generation=settings.generation, resume_us=point.at_us)
+            console.print(f"replayed {copied:,} events; continuing live from tick {point.tick}")
+            stack.journal("run.resumed", tick=point.tick, generation=settings.generation, history=copied)
+            start_tick = point.tick
+        elif fork_from is not None and point is not None:
             stack.sink_url()
             console.print(f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()} ...")
             copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
@@ -535,6 +560,8 @@ def run_society(
             save_config(settings, society, forked_from=fork_from, fork_at_us=point.at_us)
             start_tick = point.tick
         first_tick = start_tick
+        if ticks is not None:  # what a resumed run goes on to
+            save_config(settings, society, end_tick=start_tick + ticks)
         while True:
             try:
                 with kafka_logs:
@@ -551,6 +578,7 @@ def run_society(
                 console.print("rebuilding the society from what ClickHouse holds ...", highlight=False)
                 start_tick = on_broker_lost(stack, lost)
                 settings = stack.settings
+                save_config(settings, society, generation=settings.generation, resume_us=settings.resume_us)
                 if ticks is not None:
                     ticks = max(0, first_tick + ticks - start_tick)
                 stack.journal("run.continues", tick=start_tick, bootstrap=stack.bootstrap)

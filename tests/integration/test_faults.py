@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -334,41 +335,98 @@ def test_sigkill_of_society_run_leaves_no_orphan_and_status_reports_the_dead_dri
     assert "no running stack" in again.stdout
 
 
-def test_broker_sigkill_stops_the_run_with_a_clear_error_and_no_orphan(
+def wait_stored_everywhere(run: Run) -> None:
+    """Wait until the sink has committed records of every events partition (so that the society's history
+    in ClickHouse is not empty anywhere when the fault hits)."""
+    topic = f"society.{run.society}.events"
+    deadline = time.monotonic() + RUN_BOUND_S
+    while time.monotonic() < deadline:
+        try:
+            url = json.loads((run.state_dir / run.society / "sink.json").read_text())["url"]
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+                committed = json.loads(resp.read())["committed"]
+            if all(committed.get(f"{topic}:{q}", 0) > 0 for q in range(PARTITIONS)):
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"the sink did not store every partition:\n{run.output[-3000:]}")
+
+
+def test_broker_sigkill_rebuilds_the_society_from_clickhouse_and_the_run_finishes_whole(
     tmp_path: Path, society_name: str
 ) -> None:
-    """Tansu keeps topics in memory only: a killed broker takes the society's log with it. Until the
-    society is rebuilt from ClickHouse (``run_society(on_broker_lost=...)``), the run must say so and stop,
-    not hang at 0 events/s."""
-    run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard")
+    """Tansu keeps topics in memory only: a killed broker takes the society's log with it. The run says so,
+    rebuilds the society from what ClickHouse holds on a new broker (``society.recover``) and finishes;
+    the stored events equal an uninterrupted in-process run of the same seed."""
+    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard")
     run.wait_tick(KILL_AT)
-    pids = run.all_pids()
-    broker = pids.pop("broker")
+    wait_stored_everywhere(run)
+    broker = run.all_pids()["broker"]
     kill_ts = time.time()
     os.kill(broker[0], signal.SIGKILL)
     rc = run.finish()
-    exited_s = time.time() - kill_ts
     flat = " ".join(run.output.split())
-    assert rc == 1, run.output[-5000:]
+    assert rc == 0, run.output[-5000:]
     said = (
-        rf"society {society_name} stopped: the broker at 127\.0\.0\.1:\d+ \(Tansu, pid {broker[0]}\) was "
-        r"killed by SIGKILL at [\d:]+; it kept the society's topics in memory only"
+        rf"the broker at 127\.0\.0\.1:\d+ \(Tansu, pid {broker[0]}\) was killed by SIGKILL at [\d:]+; it kept "
+        r"the society's topics in memory only"
     )
     assert re.search(said, flat), run.output[-3000:]
+    assert "the society continues at tick" in flat
     assert "Traceback" not in run.output
     lost = run.journal("broker.lost")
     assert [(r["pid"], r["status"]) for r in lost] == [(broker[0], "was killed by SIGKILL")]
+    done = run.journal("recover.done")
+    assert len(done) == 1
+    assert done[0]["generation"] == 1
+    assert 0 < done[0]["resume_tick"] <= max(r["tick"] for r in run.journal("clock.tick"))
+    ticks_after = [r["tick"] for r in run.journal("clock.tick") if r["ts"] > done[0]["ts"]]
+    assert ticks_after
+    assert min(ticks_after) >= done[0]["resume_tick"]  # the journal notes every tenth tick
     print(
-        f"\nbroker SIGKILL: said after {lost[0]['ts'] - kill_ts:.1f} s, society run exited after "
-        f"{exited_s:.1f} s"
+        f"\nbroker SIGKILL: said after {lost[0]['ts'] - kill_ts:.1f} s, rebuilt (resume at tick "
+        f"{done[0]['resume_tick']}, {done[0]['history_events']:,} events of history) after "
+        f"{done[0]['ts'] - kill_ts:.1f} s, next tick after {min(r['ts'] for r in run.journal('clock.tick') if r['ts'] > done[0]['ts']) - kill_ts:.1f} s"
     )
-    assert gone_within(pids, GONE_BOUND_S) == []
     assert not (run.state_dir / "stack.json").exists()
-    # what was stored before the loss is the beginning of the same society: no foreign id, no duplicate
-    counts = stored_id_counts(run)
-    assert counts
-    assert counts.keys() <= offline_ids(society_name, max(r["tick"] for r in run.journal("clock.tick")) + 10)
-    assert all(n == 1 for n in counts.values())
+    assert_same_as_offline(run, TICKS)
+
+
+def test_a_killed_driver_is_resumed_from_clickhouse_and_the_society_finishes_whole(
+    tmp_path: Path, society_name: str
+) -> None:
+    """SIGKILL of ``society run``: nothing outlives it, and ``society run --resume NAME`` rebuilds the
+    society from ClickHouse and runs it to the tick it was to reach; the stored events equal an
+    uninterrupted in-process run of the same seed."""
+    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard")
+    run.wait_tick(KILL_AT)
+    wait_stored_everywhere(run)
+    pids = run.all_pids()
+    kill_ts = time.time()
+    os.kill(run.proc.pid, signal.SIGKILL)
+    run.proc.wait()
+    assert gone_within(pids, GONE_BOUND_S) == []
+    argv = [sys.executable, "-m", "society.cli", "run", "--resume", society_name, "--no-dashboard"]
+    with open(tmp_path / "resume.out", "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=run.env, cwd=tmp_path)
+    resumed = Run(tmp_path, society_name, proc, run.env)
+    try:
+        rc = proc.wait(timeout=RUN_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail((tmp_path / "resume.out").read_text(errors="replace")[-5000:])
+    text = (tmp_path / "resume.out").read_text(errors="replace")
+    assert rc == 0, text[-5000:]
+    assert "rebuilding" in text
+    resumed_at = resumed.journal("run.resumed")
+    assert len(resumed_at) == 1
+    assert 0 < resumed_at[0]["tick"] < TICKS
+    print(
+        f"\nSIGKILL of society run, then --resume: continued at tick {resumed_at[0]['tick']}; "
+        f"{time.time() - kill_ts:.1f} s from the kill to the end of the resumed run"
+    )
+    assert_same_as_offline(run, TICKS)
 
 
 def test_a_role_that_keeps_dying_stops_the_run_with_a_clear_error(tmp_path: Path, society_name: str) -> None:
