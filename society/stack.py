@@ -809,9 +809,7 @@ class StaleStack:
         )
         if self.stopped:
             msg += f" ({len(self.stopped)} still ran and were stopped now: {', '.join(self.stopped)})"
-        return msg + (
-            f" and its stale state removed; continue it with: society run --resume {self.society}"
-        )
+        return msg + (f" and its stale state removed; continue it with: society run --resume {self.society}")
 
 
 def clear_stale_stack(settings: Settings) -> StaleStack | None:
