@@ -152,8 +152,7 @@ def load(
             FROM texts AS t
             LEFT JOIN (SELECT post_id, score FROM threads WHERE society = {q}) AS s ON t.post_id = s.post_id
             WHERE t.society = {q} AND t.kind = 'post'
-            ORDER BY actor, at, t.text_id
-            SETTINGS join_use_nulls = 1""",
+            ORDER BY actor, at, t.text_id""",
     )
     by_agent: dict[str, list[Post]] = defaultdict(list)
     for r in post_rows:

@@ -270,17 +270,6 @@ class SinkProcess:
             doc: dict[str, Any] = orjson.loads(resp.read())
             return doc
 
-    def query_rw(self, sql: str) -> dict[str, Any]:
-        """A statement that writes (``"readonly": false``)."""
-        req = urllib.request.Request(
-            f"{self.url}/query",
-            data=orjson.dumps({"sql": sql, "readonly": False}),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            doc: dict[str, Any] = orjson.loads(resp.read())
-            return doc
-
     def stop(self, timeout: float = 60.0) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout)
@@ -378,7 +367,8 @@ def test_all_events_exactly_once(
     assert "no_such_column" in orjson.loads(err.value.read())["error"]
     with pytest.raises(urllib.error.HTTPError) as err:
         sink.query("DROP TABLE events")
-    assert err.value.code == 400
+    assert err.value.code == 403  # refused: only reads run through the endpoint
+    assert "DROP" in orjson.loads(err.value.read())["error"]
 
     assert sink.stop() == 0
     assert not sink.state_file.exists()
@@ -510,21 +500,33 @@ def test_refuses_to_resume_on_a_recreated_topic(
 def test_failed_inserts_are_retried_not_skipped(
     broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
 ) -> None:
-    """With the events table gone the sink retries the same batch (and commits nothing) until it is back."""
+    """While ClickHouse cannot write the events table (its data directory made immutable: a real failure
+    that even root hits), the sink retries the same batch, commits nothing and says it is failing in
+    ``/health``; once it can write again every row is stored once."""
     n = 500
     soc = make_events(society_name, n, seed=6)
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
     sink = start_sink({})
     sink.wait_ready()
     wait_for("assignment", lambda: len(sink.health()["lag"]) == 6 or None, timeout=120)
-    sink.query_rw("RENAME TABLE events TO events_away")
-
-    asyncio.run(produce(broker, society_name, soc.events, 4))
-    health = wait_for("failed inserts", lambda: (h := sink.health())["insert_errors"] >= 3 and h, timeout=120)
+    path = sink.query(
+        "SELECT data_paths[1] FROM system.tables WHERE database = currentDatabase() AND name = 'events'"
+    )["rows"][0][0]
+    subprocess.run(["chattr", "+i", path], check=True)
+    try:
+        asyncio.run(produce(broker, society_name, soc.events, 4))
+        health = wait_for(
+            "failed inserts", lambda: (h := sink.health())["insert_errors"] >= 3 and h, timeout=120
+        )
+    finally:
+        subprocess.run(["chattr", "-i", path], check=True)
     assert health["rows"]["events"] == 0
     assert not any(k.startswith(topic_name(society_name, Role.EVENTS)) for k in health["committed"])
+    assert health["failing"] is not None
+    assert health["failing"]["attempts"] >= 3
+    assert "Operation not permitted" in health["failing"]["error"]
 
-    sink.query_rw("RENAME TABLE events_away TO events")
     wait_for("all rows", lambda: (h := sink.health())["rows"]["events"] == n and h["caught_up"], timeout=120)
+    assert sink.health()["failing"] is None
     assert sink.stop() == 0
     assert stored(chdb_url, "SELECT count(), uniqExact(event_id) FROM events") == [(n, n)]
