@@ -195,7 +195,7 @@ def refusal_or_error(exc: BaseException, functions: tuple[str, ...] = ()) -> Que
             what = f"table function {named} reaches outside the society's tables"
         else:
             what = "not a read"
-        return Refused(f"refused by ClickHouse's read-only mode ({what}): {text}")
+        return Refused(f"ClickHouse's read-only mode ({what}): {text}")
     return QueryError(text)
 
 
