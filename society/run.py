@@ -38,10 +38,11 @@ from schemas.topics import Role, topic_name
 from society.broker import partition_count
 from society.fork import copy_history, fork_point, fork_settings, save_config
 from society.logs import get_logger
-from society.query import QueryError, Result, query_http
 from society.recover import new_generation, replay_history, resume_point
 from society.settings import Settings
 from society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
+from warehouse import QueryError, Result
+from warehouse.sink_http import query_http
 
 log = get_logger(__name__)
 

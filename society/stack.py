@@ -370,17 +370,20 @@ class LocalStack:
             return sink
         return None
 
+    def _sink_url_now(self) -> str | None:
+        """The sink's URL if it is up, None while it is starting; raises if it exited unsupervised."""
+        url = self.current_sink_url()
+        if url is None and (sink := self._sink_exited()) is not None:
+            raise RuntimeError(f"the sink exited with code {sink.process.returncode}; see {sink.log_path}")
+        return url
+
     def sink_url(self, timeout: float = 60.0) -> str:
         """The sink's query URL, once it is up (an exited sink is an error unless a Supervisor runs)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            url = self.current_sink_url()
+            url = self._sink_url_now()
             if url is not None:
                 return url
-            if (sink := self._sink_exited()) is not None:
-                raise RuntimeError(
-                    f"the sink exited with code {sink.process.returncode}; see {sink.log_path}"
-                )
             time.sleep(0.1)
         raise TimeoutError(f"the sink did not come up within {timeout:.0f} s")
 
@@ -388,13 +391,9 @@ class LocalStack:
         """``sink_url`` without blocking the event loop."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            url = self.current_sink_url()
+            url = self._sink_url_now()
             if url is not None:
                 return url
-            if (sink := self._sink_exited()) is not None:
-                raise RuntimeError(
-                    f"the sink exited with code {sink.process.returncode}; see {sink.log_path}"
-                )
             await asyncio.sleep(0.1)
         raise TimeoutError(f"the sink did not come up within {timeout:.0f} s")
 
