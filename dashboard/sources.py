@@ -28,6 +28,7 @@ from society.logs import get_logger
 from society.settings import Settings
 from society.status import GROUPS  # consumer group suffix -> the topic its lag is measured on
 from warehouse import QueryError, ReadLimits, ReadOnlySession
+from warehouse.reader import open_session
 
 log = get_logger(__name__)
 
@@ -125,11 +126,10 @@ class ClickHouseSource:
                         if s.chdb_path is not None:
                             schema.close()
                     self._schema_ready = True
-                url = s.clickhouse_reader_url or s.clickhouse_url
-                self._client = ReadOnlySession(
-                    connect(url),
-                    embedded=url.startswith("chdb:"),
-                    limits=ReadLimits(max_execution_time=s.query_timeout_seconds),
+                self._client = open_session(
+                    s.clickhouse_url,
+                    s.clickhouse_reader_url,
+                    ReadLimits(max_execution_time=s.query_timeout_seconds),
                 )
             res = self._client.query(sql)
         except QueryError as exc:

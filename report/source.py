@@ -21,6 +21,7 @@ from dashboard.panels import check_society_name
 from society.settings import Settings
 from warehouse import QueryError, ReadOnlySession, Result
 from warehouse.guard import first_line
+from warehouse.reader import open_session
 from warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
 
 
@@ -51,7 +52,7 @@ class ClientWarehouse:
 
         writer = connect(url)
         wh = cls(writer)
-        wh.reader = ReadOnlySession(connect(reader_url or url), embedded=url.startswith("chdb:"))
+        wh.reader = open_session(url, reader_url)
         return wh
 
     def query(self, sql: str) -> Result:

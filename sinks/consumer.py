@@ -81,7 +81,8 @@ from sinks.clickhouse import (
 from society.logs import get_logger
 from society.settings import Settings
 from society.web_guard import check_bind, guard
-from warehouse.guard import ReadLimits, ReadOnlySession, refusal_or_error
+from warehouse.guard import ReadLimits, ReadOnlySession
+from warehouse.reader import open_session
 from warehouse.result import QueryError, Refused
 from warehouse.sink_http import TOKEN_FILE
 
@@ -362,11 +363,8 @@ class ClickHouseSink:
     def _open_reader(self) -> None:
         """The read-only session of outside queries (on the reader thread: chDB handles stay on one)."""
         s = self.settings
-        url = s.clickhouse_reader_url or s.clickhouse_url
-        self._reader = ReadOnlySession(
-            connect(url),
-            embedded=url.startswith("chdb:"),
-            limits=ReadLimits(max_execution_time=s.query_timeout_seconds),
+        self._reader = open_session(
+            s.clickhouse_url, s.clickhouse_reader_url, ReadLimits(max_execution_time=s.query_timeout_seconds)
         )
 
     def _close_reader(self) -> None:
@@ -446,11 +444,7 @@ class ClickHouseSink:
         if self._reader is None:
             self._open_reader()
         assert self._reader is not None
-        single, functions = self._reader.statement(sql)
-        try:
-            result = self._reader.client.query(single)
-        except Exception as exc:  # clickhouse-connect raises several driver-specific types
-            raise refusal_or_error(exc, functions) from None
+        result = self._reader.run(sql)
         return dumps_json(
             {
                 "columns": list(result.column_names),

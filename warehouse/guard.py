@@ -137,12 +137,16 @@ class ReadOnlySession:
         self._verdicts[sql] = verdict
         return verdict
 
-    def query(self, sql: str) -> Result:
+    def run(self, sql: str) -> Any:
+        """clickhouse-connect's result of ``sql`` as one read (``statement``); ``Refused`` otherwise."""
         single, functions = self.statement(sql)
         try:
-            res = self.client.query(single, settings=self._per_query)
+            return self.client.query(single, settings=self._per_query)
         except Exception as exc:
             raise refusal_or_error(exc, functions) from None
+
+    def query(self, sql: str) -> Result:
+        res = self.run(sql)
         return Result(list(res.column_names), [list(r) for r in res.result_rows])
 
     def query_df(self, sql: str) -> Any:

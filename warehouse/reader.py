@@ -35,6 +35,17 @@ class Reader(Protocol):
     def close(self) -> None: ...
 
 
+def open_session(
+    url: str, reader_url: str | None = None, limits: ReadLimits | None = None
+) -> ReadOnlySession:
+    """A read-only session on a client of its own: of ``reader_url`` (a read-only account) if given, else of
+    ``url`` (``chdb:///dir`` or a server)."""
+    from sinks.clickhouse import connect
+
+    target = reader_url or url
+    return ReadOnlySession(connect(target), embedded=target.startswith("chdb:"), limits=limits)
+
+
 class SessionReader:
     """A read-only session of this process (a server, or chDB that no other process holds)."""
 
@@ -51,7 +62,7 @@ class SessionReader:
             if embedded:  # another handle keeps the engine; this one must not stay writable
                 schema.close()
         self._schema = None if embedded else schema
-        self.session = ReadOnlySession(connect(reader_url or url), embedded=embedded, limits=limits)
+        self.session = open_session(url, reader_url, limits)
 
     def query(self, sql: str) -> Result:
         return self.session.query(sql)
