@@ -334,11 +334,14 @@ class PartitionState:
             )
         if not self.check_keys:
             return None
-        expected = partition_key(ev).encode()
+        text = partition_key(ev)
+        expected = text.encode()
         if key != expected:
             return self._reject(
                 f"record key {quote(key)} is not the event's partition key {quote(expected)}", "key_mismatch"
             )
+        if text in self.threads and not isinstance(ev.body, PostCreatedBody):
+            return None  # an event of a thread whose post this partition accepted under the same key
         right = kafka_partition(expected, self.partitions)
         if right != self.partition:
             return self._reject(
