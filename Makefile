@@ -37,9 +37,9 @@ browser: ## Install Debian's chromium (dashboard tests) with apt when it is miss
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@chromium --version
 
-demo: $(STAMP) ## Run a society of 2,000 agents for about a minute, query it, write its report
+demo: $(STAMP) ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 days, about a minute), query it, write its report
 	@rm -rf .society/demo-clickhouse
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --duration 60
+	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --ticks 1000 --tick-seconds 300
 	@echo; echo "== Example queries (society sql \"...\")"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
 	  "SELECT type, count() AS events, uniqExact(actor) AS agents FROM events WHERE society = 'demo' GROUP BY type ORDER BY events DESC"
