@@ -1064,8 +1064,8 @@ async def latency_run(
         now_us = int(time.time() * 1_000_000)
         tick = (now_us - origin_us) // 1_000_000
         mark_tick = max(mark_tick, tick)
-        producer = control.REPLAY_PRODUCER  # a producer every society registers
-        raw = control.dumps(control.watermark(producer, [producer], now_us, mark_tick, origin_us))
+        name = control.REPLAY_PRODUCER  # a producer every society registers
+        raw = control.dumps(control.watermark(name, [name], now_us, mark_tick, origin_us))
         for q in range(bench.partitions):
             pending.append(await producer.send(topic, raw, partition=q, headers=headers))
 
