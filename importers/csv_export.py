@@ -12,8 +12,7 @@ read before it are kept.
 from __future__ import annotations
 
 import csv
-import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from importers.records import (
     AgentRecord,
@@ -34,9 +33,13 @@ from importers.records import (
 Row = dict[str, str]
 
 
-def iter_rows(text: str, out: FileRecords) -> Iterator[tuple[int, Row]]:
-    """(start line, row as {normalised column: cell}) for every data row; errors go to the report."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+KIND = {"csv_posts": "posts", "csv_comments": "comments", "csv_agents": "agents", "csv_submolts": "submolts"}
+
+
+def iter_rows(lines: Iterable[str], out: FileRecords, kind: str) -> Iterator[tuple[int, Row]]:
+    """(start line, row as {normalised column: cell}) for every data row of ``lines`` (decoded lines,
+    endings kept, read one at a time); errors go to the report, rows are counted as read ``kind``."""
+    reader = csv.reader(lines)
     try:
         header = [h.strip().lstrip("\ufeff").lower() for h in next(reader)]
     except (StopIteration, csv.Error):
@@ -53,7 +56,7 @@ def iter_rows(text: str, out: FileRecords) -> Iterator[tuple[int, Row]]:
         start, last = last + 1, reader.line_num
         if not cells:
             continue  # blank line
-        out.report.records_read += 1
+        out.report.read[kind] += 1
         if len(cells) != len(header):
             out.report.skip(
                 "row has a different number of fields than the header",
@@ -81,9 +84,9 @@ def _counts(row: Row) -> Counts:
     )
 
 
-def read_csv(shape: str, text: str, out: FileRecords) -> None:
-    """Every record of a CSV whose shape (``csv_posts``...) was detected from its header."""
-    for line, row in iter_rows(text, out):
+def read_csv(shape: str, lines: Iterable[str], out: FileRecords) -> None:
+    """Every record of a CSV whose shape (``csv_posts``...) was detected from its header, streamed."""
+    for line, row in iter_rows(lines, out, KIND[shape]):
         position = f"line {line}"
         try:
             if shape == "csv_posts":

@@ -1,21 +1,14 @@
-"""Shape detection: what kind of MoltBook dump a parsed JSON document or a CSV header is.
+"""CSV shape detection: what kind of MoltBook export a CSV is, from its header row.
 
-Shapes are decided by content, never by file name:
+Shapes are decided by content, never by file name (columns case-insensitive):
 
-JSON
-- ``api_post_detail``: an object with a ``post`` object and a ``comments`` array (``GET /posts/<id>``).
-- ``api_post_listing``: an object with a ``posts`` array and no ``date`` (``GET /posts``).
-- ``daily_posts`` / ``daily_comments``: an object with ``date`` and a ``posts`` / ``comments`` array.
-- ``flat_posts`` / ``flat_comments``: an array of post objects (``title``) / comment objects
-  (``post_id``).
-
-CSV (by header columns, case-insensitive)
 - ``csv_comments``: ``id`` and ``post_id``.
 - ``csv_posts``: ``id`` and ``title``.
 - ``csv_agents``: ``name`` and one of ``karma``, ``is_claimed``, ``first_seen_at``, ``owner_x_handle``.
 - ``csv_submolts``: ``name`` and one of ``display_name``, ``subscriber_count``.
 
-Anything else is ``UNKNOWN``, with a short description of what it looked like.
+Anything else is ``UNKNOWN``, with a short description of what it looked like. JSON documents are not
+given a shape up front: ``importers.json_doc`` reads each part by what identifies it.
 """
 
 from __future__ import annotations
@@ -25,14 +18,6 @@ from dataclasses import dataclass
 
 UNKNOWN = "unknown"
 
-JSON_SHAPES = (
-    "api_post_detail",
-    "api_post_listing",
-    "daily_posts",
-    "daily_comments",
-    "flat_posts",
-    "flat_comments",
-)
 CSV_SHAPES = ("csv_posts", "csv_comments", "csv_agents", "csv_submolts")
 
 # Columns a CSV of a shape must have (each entry: alternatives, any one of which will do).
@@ -50,40 +35,6 @@ class Detected:
 
     shape: str
     looks_like: str = ""
-
-
-def _describe(doc: object) -> str:
-    if isinstance(doc, dict):
-        keys = ", ".join(sorted(str(k) for k in doc)[:8])
-        more = "" if len(doc) <= 8 else f" (+{len(doc) - 8} more)"
-        return f"a JSON object with keys [{keys}{more}]"
-    if isinstance(doc, list):
-        kinds = sorted({type(x).__name__ for x in doc[:50]})
-        return f"a JSON array of {len(doc)} item(s) ({', '.join(kinds) or 'empty'})"
-    return f"a JSON {type(doc).__name__}"
-
-
-def _all_have(items: Sequence[object], key: str) -> bool:
-    return bool(items) and all(isinstance(x, dict) and key in x for x in items)
-
-
-def detect_json(doc: object) -> Detected:
-    """The shape of a parsed JSON document."""
-    if isinstance(doc, dict):
-        if isinstance(doc.get("post"), dict) and isinstance(doc.get("comments"), list):
-            return Detected("api_post_detail")
-        if isinstance(doc.get("posts"), list) and "post" not in doc:
-            return Detected("daily_posts" if "date" in doc else "api_post_listing")
-        if isinstance(doc.get("comments"), list) and "date" in doc and "post" not in doc:
-            return Detected("daily_comments")
-        return Detected(UNKNOWN, _describe(doc))
-    if isinstance(doc, list):
-        sample = doc[:50]
-        if _all_have(sample, "post_id"):
-            return Detected("flat_comments")
-        if _all_have(sample, "title") and _all_have(sample, "id"):
-            return Detected("flat_posts")
-    return Detected(UNKNOWN, _describe(doc))
 
 
 def normalise_header(header: Sequence[str]) -> list[str]:

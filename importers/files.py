@@ -1,114 +1,146 @@
-"""Reading one file: decide JSON or CSV from its content, detect the shape, hand it to its reader.
+"""Reading one file: decide JSON or CSV from its first bytes, then stream it to its reader.
 
-Never raises for bad data: a file that cannot be decoded or parsed gets an error with its position
-(JSON: line, column and character offset from the parser; CSV: line number; undecodable bytes: byte
-offset), a file of an unknown shape is left aside with the reason, and the import goes on.
+Never raises for bad data: a file that cannot be decoded or parsed gets an error at its exact position
+(``line L column C (byte B)``, see ``importers.positions``), a file of an unknown shape is left aside
+with the reason, and the import goes on. A file is read as a stream, once (a parse error costs one more
+read to locate it): it is never held in memory whole.
 
-JSON or CSV: content starting (after whitespace and a BOM) with ``{`` or ``[`` is JSON. Other content
-is read as CSV when its header matches a known CSV shape. A file whose name ends in ``.json`` but
-whose content is not JSON is an error ("not JSON"); any other unrecognised file is an unknown shape.
+JSON or CSV, by content: a file whose first non-blank byte (after a UTF-8 byte order mark) is ``{`` or
+``[`` is JSON. Otherwise its first line is tried as a CSV header of a known shape (``importers.detect``);
+failing that, the content is tried as JSON (a scalar document is valid JSON, of an unexpected shape).
+What is neither is an error "not JSON" for a file named ``.json`` and an unknown shape otherwise.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
+from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
-
-from importers import api, csv_export, flat
-from importers.detect import UNKNOWN, detect_csv, detect_json, missing_columns, normalise_header
+from importers import csv_export
+from importers.detect import UNKNOWN, detect_csv, missing_columns, normalise_header
+from importers.json_doc import read_json
+from importers.jsonstream import JsonError, parts
+from importers.positions import BOM, CHUNK, position
 from importers.records import FileRecords
 from importers.report import FileReport
 
+MAX_HEADER_BYTES = 1 << 20
+_BLANK = b" \t\r\n"
 
-def _json_error_position(exc: orjson.JSONDecodeError) -> str:
-    return f"line {exc.lineno} column {exc.colno} (char {exc.pos})"
+
+class _Undecodable(Exception):
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"not valid UTF-8 at byte {offset}")
+        self.offset = offset
+
+
+def _peek(path: Path) -> tuple[int, bytes]:
+    """(offset where the content starts, after a BOM; its first non-blank byte, ``b""`` when blank)."""
+    with path.open("rb") as fh:
+        head = fh.read(3)
+        start = 3 if head == BOM else 0
+        fh.seek(start)
+        while chunk := fh.read(CHUNK):
+            stripped = chunk.lstrip(_BLANK)
+            if stripped:
+                return start, stripped[:1]
+    return start, b""
 
 
 def read_file(path: Path, name: str) -> FileRecords:
     """The records of the file at ``path``, reported under ``name``."""
     out = FileRecords(FileReport(name))
     try:
-        raw = path.read_bytes()
+        start, first = _peek(path)
     except OSError as exc:
         out.report.error("file", f"cannot read: {exc.strerror or exc}")
         return out
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    stripped = raw.lstrip()
-    if not stripped:
+    if not first:
         out.report.skip_reason = "empty file"
         return out
-    if stripped[:1] in (b"{", b"["):
-        _read_json(raw, out)
+    if first in (b"{", b"["):
+        read_json(path, start, first, out)
         return out
+    header_line: str | None = None
+    bad_at: int | None = None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if path.suffix.lower() == ".json":
-            out.report.error(f"byte {exc.start}", "not JSON: not valid UTF-8 text")
-        else:
-            out.report.skip_reason = f"unknown shape: {name} is not UTF-8 text (byte {exc.start})"
-        return out
-    first_line = text.splitlines()[0] if text else ""
-    header = normalise_header(first_line.split(",")) if "," in first_line else []
-    detected = detect_csv(header) if header else None
+        header_line = _first_line(path, start)
+    except _Undecodable as exc:
+        bad_at = exc.offset
+    header = normalise_header(next(csv.reader([header_line]), [])) if header_line else []
+    detected = detect_csv(header) if len(header) > 1 else None
     if detected is not None and detected.shape != UNKNOWN:
-        _read_csv(detected.shape, text, out)
+        _read_csv(path, start, detected.shape, out)
         return out
-    if path.suffix.lower() == ".json":
-        try:
-            orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            out.report.error(_json_error_position(exc), f"not JSON: {exc.msg}")
-            return out
-    what = detected.looks_like if detected is not None else "neither JSON nor a CSV with a header"
+    is_json_name = path.suffix.lower() == ".json"
+    if _is_json(path, start):
+        read_json(path, start, first, out)
+        return out
+    if is_json_name:
+        read_json(path, start, first, out, not_json="not JSON")
+        return out
+    if bad_at is not None:
+        what = f"not UTF-8 text ({position(path, bad_at)})"
+    elif detected is not None:
+        what = detected.looks_like
+    else:
+        what = "neither JSON nor a CSV with a header"
     out.report.skip_reason = f"unknown shape: {name} is {what}"
     return out
 
 
-def _read_json(raw: bytes, out: FileRecords) -> None:
+def _is_json(path: Path, start: int) -> bool:
     try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        out.report.shape = "json"
-        out.report.error(_json_error_position(exc), f"JSON cannot be parsed: {exc.msg}")
-        return
-    detected = detect_json(doc)
-    out.report.shape = detected.shape
-    if detected.shape == UNKNOWN:
-        out.report.skip_reason = f"unknown shape: {out.report.file} is {detected.looks_like}"
-        return
-    if detected.shape == "api_post_detail":
-        assert isinstance(doc, dict)
-        api.read_post_detail(doc, out)
-    elif detected.shape == "api_post_listing":
-        assert isinstance(doc, dict)
-        api.read_post_listing(doc, out)
-    elif detected.shape in ("daily_posts", "daily_comments"):
-        assert isinstance(doc, dict)
-        flat.read_daily(doc, out)
-    elif detected.shape == "flat_posts":
-        assert isinstance(doc, list)
-        flat.read_posts(doc, out)
-    elif detected.shape == "flat_comments":
-        assert isinstance(doc, list)
-        flat.read_comments(doc, out)
+        for _ in parts(path, start):
+            pass
+    except JsonError:
+        return False
+    return True
 
 
-def _read_csv(shape: str, text: str, out: FileRecords) -> None:
+def _first_line(path: Path, start: int) -> str:
+    with path.open("rb") as fh:
+        fh.seek(start)
+        raw = fh.readline(MAX_HEADER_BYTES)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Undecodable(start + exc.start) from None
+
+
+def lines(path: Path, start: int) -> Iterator[str]:
+    """The file's lines from byte ``start``, decoded one at a time (line endings kept).
+
+    Raises ``_Undecodable`` with the offending byte's offset at the first byte that is not UTF-8.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = start
+    with path.open("rb") as fh:
+        fh.seek(start)
+        for raw in fh:
+            try:
+                yield decoder.decode(raw)
+            except UnicodeDecodeError as exc:
+                raise _Undecodable(offset + exc.start) from None
+            offset += len(raw)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            raise _Undecodable(offset - len(exc.object) + exc.start) from None
+
+
+def _read_csv(path: Path, start: int, shape: str, out: FileRecords) -> None:
     out.report.shape = shape
-    try:
-        header = normalise_header(next(csv.reader(io.StringIO(text, newline=""))))
-    except (StopIteration, csv.Error) as exc:
-        out.report.error("line 1", f"CSV header cannot be read: {exc}")
-        return
+    header = normalise_header(next(csv.reader([_first_line(path, start)])))
     missing = missing_columns(shape, header)
     if missing:
         out.report.error(
             "line 1", f"CSV looks like {shape} but lacks required column(s): {', '.join(missing)}"
         )
         return
-    csv_export.read_csv(shape, text, out)
+    try:
+        csv_export.read_csv(shape, lines(path, start), out)
+    except _Undecodable as exc:
+        out.report.error(position(path, exc.offset), "not valid UTF-8 text (rows before it are kept)")

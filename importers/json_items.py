@@ -1,14 +1,20 @@
-"""Reading one post object or one comment object of any JSON shape into a record.
+"""Reading one post object or one comment object of any JSON layout into a record.
 
 Both functions accept the variations the known dumps use: ``author`` as an API object, a bare name,
-``null`` or absent; ``submolt`` as an API object, a bare name or absent; counts as integers or absent.
+``null`` or absent, with or without a separate ``author_id`` / ``author_name``; ``submolt`` as an API
+object, a bare name, a ``submolt_name`` field or absent; counts as integers or absent; keys in
+snake_case or camelCase (MoltBook's later API layout, see ``importers.fields``). A record is read from
+the fields that identify it (id, creation time) and the ones the project uses; every other field is left
+out of the events and counted in the file's report (``ignored_fields``), never a reason to skip it.
 A record that cannot be read is skipped in the file's report (reason + position) and ``None`` is
 returned; its id, when it has one, is remembered so that replies to it are reported as such.
 """
 
 from __future__ import annotations
 
+from importers.fields import get, ignored
 from importers.records import (
+    Author,
     CommentRecord,
     Counts,
     FileRecords,
@@ -26,23 +32,28 @@ from importers.records import (
 
 def _counts(obj: dict[str, object]) -> Counts:
     return Counts(
-        upvotes=parse_count(obj.get("upvotes")),
-        downvotes=parse_count(obj.get("downvotes")),
-        score=parse_count(obj.get("score")),
-        comment_count=parse_count(obj.get("comment_count")),
+        upvotes=parse_count(get(obj, "upvotes")),
+        downvotes=parse_count(get(obj, "downvotes")),
+        score=parse_count(get(obj, "score")),
+        comment_count=parse_count(get(obj, "comment_count")),
     )
+
+
+def _author(obj: dict[str, object]) -> Author | None:
+    return parse_author(get(obj, "author"), get(obj, "author_id"), get(obj, "author_name"))
 
 
 def read_post(obj: object, out: FileRecords, position: str) -> PostRecord | None:
     """The post in ``obj``, appended to ``out.posts``; ``None`` (and a skip) when unreadable."""
-    out.report.records_read += 1
+    out.report.read["posts"] += 1
     if not isinstance(obj, dict):
         out.report.skip("post is not a JSON object", position, type(obj).__name__)
         return None
+    out.report.ignored_fields.update(ignored(obj, "post"))
     raw_id = obj.get("id")
     try:
         post_id = parse_id(raw_id, "post id")
-        created = parse_time(obj.get("created_at"))
+        created = parse_time(get(obj, "created_at"))
     except RecordError as exc:
         if isinstance(raw_id, str) and raw_id:
             out.unreadable_posts.add(raw_id)
@@ -52,8 +63,8 @@ def read_post(obj: object, out: FileRecords, position: str) -> PostRecord | None
         id=post_id,
         title=optional_text(obj.get("title")),
         content=optional_text(obj.get("content")),
-        author=parse_author(obj.get("author"), obj.get("author_id")),
-        submolt=parse_submolt(obj.get("submolt")),
+        author=_author(obj),
+        submolt=parse_submolt(obj.get("submolt"), get(obj, "submolt_name")),
         created_at=created,
         counts=_counts(obj),
         origin=out.origin(position),
@@ -79,22 +90,23 @@ def read_comment(
     ``use_source_depth``: keep the comment's own ``depth`` field (0-based) for sources that give no
     parents (flat exports); an API thread's depth always comes from its nesting and parent chain.
     """
-    out.report.records_read += 1
+    out.report.read["comments"] += 1
     if not isinstance(obj, dict):
         out.report.skip("comment is not a JSON object", position, type(obj).__name__)
         return None
+    out.report.ignored_fields.update(ignored(obj, "comment"))
     raw_id = obj.get("id")
     try:
         comment_id = parse_id(raw_id, "comment id")
-        pid = post_id if post_id is not None else parse_id(obj.get("post_id"), "post id of comment")
-        parent = optional_id(obj.get("parent_id"), "parent id")
+        pid = post_id if post_id is not None else parse_id(get(obj, "post_id"), "post id of comment")
+        parent = optional_id(get(obj, "parent_id"), "parent id")
         depth_value = obj.get("depth")
         source_depth: int | None = None
         if depth_value is not None:
             if isinstance(depth_value, bool) or not isinstance(depth_value, int) or depth_value < 0:
                 raise RecordError("depth is not a non-negative integer", repr(depth_value)[:40])
             source_depth = depth_value
-        created = parse_time(obj.get("created_at"))
+        created = parse_time(get(obj, "created_at"))
     except RecordError as exc:
         if isinstance(raw_id, str) and raw_id:
             out.unreadable_comments.add(raw_id)
@@ -116,7 +128,7 @@ def read_comment(
         parent_id=parent,
         source_depth=source_depth,
         content=optional_text(obj.get("content")),
-        author=parse_author(obj.get("author"), obj.get("author_id")),
+        author=_author(obj),
         created_at=created,
         counts=_counts(obj),
         origin=out.origin(position),

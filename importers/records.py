@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from importers.fields import get
 from importers.report import FileReport
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:@\-]{1,128}$")
@@ -223,34 +224,42 @@ def sanitise_id(value: str) -> str:
     return _NOT_ID_CHAR.sub("_", value)[:128]
 
 
-def parse_author(value: object, author_id: object = None) -> Author | None:
+def parse_author(value: object, author_id: object = None, author_name: object = None) -> Author | None:
     """An author from an API object ``{id, name, description}``, a bare name, or ``None``.
 
-    ``author_id`` is a separate id field some API comments carry next to the object.
+    ``author_id`` / ``author_name`` are separate fields some payloads carry next to (or instead of) the
+    object: later API layouts give ``author_id`` on posts and comments. Keys may be camelCase.
     """
     if isinstance(value, dict):
-        aid = optional_text(value.get("id"))
-        name = optional_text(value.get("name"))
-        desc = optional_text(value.get("description"))
-        if aid is None and isinstance(author_id, str | int):
+        aid = optional_text(get(value, "id"))
+        name = optional_text(get(value, "name"))
+        desc = optional_text(get(value, "description"))
+        if aid is None and isinstance(author_id, str | int) and not isinstance(author_id, bool):
             aid = str(author_id)
+        if name is None:
+            name = optional_text(author_name)
         if not aid and not name:
             return None
         return Author(aid or None, name or None, desc or None)
+    aid = str(author_id) if isinstance(author_id, str | int) and not isinstance(author_id, bool) else ""
+    name = author_name.strip() if isinstance(author_name, str) else ""
     if isinstance(value, str) and value.strip():
-        return Author(None, value.strip())
-    if isinstance(author_id, str | int) and not isinstance(author_id, bool) and str(author_id):
-        return Author(str(author_id), None)
+        name = value.strip()
+    if aid or name:
+        return Author(aid or None, name or None)
     return None
 
 
-def parse_submolt(value: object) -> SubmoltRef | None:
-    """A submolt from an API object ``{id, name, display_name}`` or a bare name."""
+def parse_submolt(value: object, name: object = None) -> SubmoltRef | None:
+    """A submolt from an API object ``{id, name, display_name}``, a bare name, or a separate
+    ``submolt_name`` field (``name``)."""
     if isinstance(value, dict):
-        name = optional_text(value.get("name")) or optional_text(value.get("id"))
-        if not name:
+        sname = optional_text(get(value, "name")) or optional_text(get(value, "id"))
+        if not sname:
             return None
-        return SubmoltRef(name, optional_text(value.get("display_name")))
+        return SubmoltRef(sname, optional_text(get(value, "display_name")))
     if isinstance(value, str) and value.strip():
         return SubmoltRef(value.strip())
+    if isinstance(name, str) and name.strip():
+        return SubmoltRef(name.strip())
     return None

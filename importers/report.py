@@ -2,7 +2,13 @@
 
 Contract:
 
-- One ``FileReport`` per file seen, in the order the files were read (sorted paths).
+- One ``FileReport`` per file seen, in the order the files were read (sorted paths): what was read
+  (``read``: records by kind, ``posts``, ``comments``, ``agents``, ``submolts``, ``other items``), what was
+  made of it (``events`` by type: posts, comments, vote tallies, agents, submolts) and what was left and
+  why (``skipped``, ``ignored_fields``, ``errors``, ``skip_reason``).
+- ``ignored_fields`` counts, per field (``post.hot_score``, ``comment.author.karma``), the records whose
+  field the import does not read: a field the importer does not know is left out of the events, never a
+  reason to drop the record.
 - ``skipped`` counts records that made no event, by reason, with up to ``MAX_EXAMPLES`` examples each
   (an example names the record's position: ``line 12`` in a CSV, ``posts[3]`` in JSON).
 - ``notes`` counts records that made events but were changed or are worth knowing about (a title
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_EXAMPLES = 3
+MAX_FIELDS_SHOWN = 8
 
 
 @dataclass
@@ -40,7 +47,9 @@ class ReasonTally:
 
 @dataclass(frozen=True)
 class FileError:
-    """A problem with a file as a whole, at a position (``line 3 column 7 (char 41)``, ``line 12``)."""
+    """A problem with a file as a whole, at a position: ``line 3 column 7 (byte 41)`` (line and column
+    1-based, the column counted in characters, the byte offset 0-based from the file's first byte, a
+    byte order mark included), or ``line 12`` for a CSV row."""
 
     position: str
     message: str
@@ -59,8 +68,9 @@ class FileReport:
 
     file: str
     shape: str = "unknown"
-    records_read: int = 0
+    read: Counter[str] = field(default_factory=Counter)
     events: Counter[str] = field(default_factory=Counter)
+    ignored_fields: Counter[str] = field(default_factory=Counter)
     skipped: dict[str, ReasonTally] = field(default_factory=dict)
     notes: dict[str, ReasonTally] = field(default_factory=dict)
     errors: list[FileError] = field(default_factory=list)
@@ -77,6 +87,11 @@ class FileReport:
     def error(self, position: str, message: str) -> None:
         """Record a problem with the file itself."""
         self.errors.append(FileError(position, message))
+
+    @property
+    def records_read(self) -> int:
+        """Records read from the file, of every kind."""
+        return sum(self.read.values())
 
     @property
     def status(self) -> str:
@@ -98,7 +113,9 @@ class FileReport:
             "status": self.status,
             "skip_reason": self.skip_reason,
             "records_read": self.records_read,
+            "read": dict(sorted(self.read.items())),
             "events": dict(sorted(self.events.items())),
+            "ignored_fields": dict(sorted(self.ignored_fields.items())),
             "skipped": {k: v.to_dict() for k, v in sorted(self.skipped.items())},
             "notes": {k: v.to_dict() for k, v in sorted(self.notes.items())},
             "errors": [e.to_dict() for e in self.errors],
@@ -110,15 +127,26 @@ class FileReport:
         if self.skip_reason is not None:
             lines.append(f"  skipped file: {self.skip_reason}")
             return "\n".join(lines)
-        made = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items())) or "none"
-        lines.append(f"  records read: {self.records_read}; events: {made}")
+        read = ", ".join(f"{k} {v}" for k, v in sorted(self.read.items())) or "nothing"
+        made = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items())) or "no events"
+        lines.append(f"  read: {read}")
+        lines.append(f"  made: {made}")
         for err in self.errors:
             lines.append(f"  ERROR at {err.position}: {err.message}")
         for title, tallies in (("skipped", self.skipped), ("note", self.notes)):
             for reason, tally in sorted(tallies.items(), key=lambda kv: (-kv[1].count, kv[0])):
                 lines.append(f"  {title}: {reason}: {tally.count}")
                 lines.extend(f"      e.g. {ex}" for ex in tally.examples)
+        if self.ignored_fields:
+            lines.append("  fields not imported: " + _top(self.ignored_fields))
         return "\n".join(lines)
+
+
+def _top(counts: Counter[str], n: int = MAX_FIELDS_SHOWN) -> str:
+    """The ``n`` most frequent entries as ``name count``, then how many more there are."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {v}" for k, v in ranked[:n])
+    return shown + (f" (+{len(ranked) - n} more)" if len(ranked) > n else "")
 
 
 @dataclass
@@ -150,6 +178,18 @@ class ImportReport:
                 total[reason] += tally.count
         return total
 
+    def read_by_kind(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for entry in self.files:
+            total.update(entry.read)
+        return total
+
+    def ignored_fields(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for entry in self.files:
+            total.update(entry.ignored_fields)
+        return total
+
     def notes_by_reason(self) -> Counter[str]:
         total: Counter[str] = Counter()
         for entry in self.files:
@@ -168,7 +208,9 @@ class ImportReport:
             "totals": {
                 "files": len(self.files),
                 "files_by_status": dict(sorted(Counter(f.status for f in self.files).items())),
+                "read": dict(sorted(self.read_by_kind().items())),
                 "events": dict(sorted(self.events_by_type().items())),
+                "ignored_fields": dict(sorted(self.ignored_fields().items())),
                 "skipped": dict(sorted(self.skipped_by_reason().items())),
                 "notes": dict(sorted(self.notes_by_reason().items())),
                 "errors": self.error_count,
@@ -188,6 +230,11 @@ class ImportReport:
             + ", ".join(f"{k} {v}" for k, v in sorted(events.items()))
             + f"); skipped records: {sum(self.skipped_by_reason().values())}; errors: {self.error_count}",
         ]
+        read = self.read_by_kind()
+        lines.append("read: " + (", ".join(f"{k} {v}" for k, v in sorted(read.items())) or "nothing"))
+        ignored = self.ignored_fields()
+        if ignored:
+            lines.append("fields not imported (left out of the events): " + _top(ignored))
         if self.notes:
             lines.append("notes:")
             lines.extend(f"  - {n}" for n in self.notes)

@@ -1,0 +1,94 @@
+"""Field access that survives MoltBook's API drift, and the tally of fields an import leaves out.
+
+MoltBook's API renamed fields over time: early payloads are snake_case (``created_at``,
+``comment_count``, ``follower_count``), later ones (e.g. May 2026) mix in camelCase (``createdAt``,
+``followerCount``) and add fields the project has no use for (``hot_score``, ``is_spam``, ``labels``,
+``verification_status``). ``get`` reads a field under either spelling; ``ignored`` names every key of a
+record that the importer does not read, so that the per-file report can count what was left out instead
+of a changed key set being a reason to drop the record.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+_UPPER = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+# Keys each record kind is read from (snake_case); anything else is counted as "not imported".
+POST_FIELDS = frozenset(
+    {
+        "id",
+        "title",
+        "content",
+        "created_at",
+        "author",
+        "author_id",
+        "author_name",
+        "submolt",
+        "submolt_name",
+        "upvotes",
+        "downvotes",
+        "score",
+        "comment_count",
+    }
+)
+COMMENT_FIELDS = frozenset(
+    {
+        "id",
+        "post_id",
+        "parent_id",
+        "depth",
+        "content",
+        "created_at",
+        "author",
+        "author_id",
+        "author_name",
+        "upvotes",
+        "downvotes",
+        "score",
+        "replies",
+    }
+)
+AUTHOR_FIELDS = frozenset({"id", "name", "description"})
+SUBMOLT_FIELDS = frozenset({"id", "name", "display_name"})
+
+
+@functools.lru_cache(maxsize=4096)
+def snake(key: str) -> str:
+    """``createdAt`` -> ``created_at``; snake_case keys are returned unchanged."""
+    return _UPPER.sub("_", key).lower()
+
+
+@functools.lru_cache(maxsize=256)
+def camel(name: str) -> str:
+    """``created_at`` -> ``createdAt``."""
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def get(obj: dict[str, object], name: str) -> object:
+    """The value of field ``name`` (snake_case) under its snake_case or camelCase key; ``None`` if absent."""
+    value = obj.get(name)
+    if value is None:
+        alt = camel(name)
+        if alt != name:
+            value = obj.get(alt)
+    return value
+
+
+def has(obj: dict[str, object], name: str) -> bool:
+    """Whether ``obj`` has field ``name`` under either spelling (whatever its value)."""
+    return name in obj or camel(name) in obj
+
+
+def ignored(obj: dict[str, object], kind: str) -> list[str]:
+    """``kind.key`` for every key of a post or comment object (and of its author and submolt objects)
+    that the importer does not read, e.g. ``post.hot_score``, ``comment.author.followerCount``."""
+    known = POST_FIELDS if kind == "post" else COMMENT_FIELDS
+    out = [f"{kind}.{k}" for k in obj if k not in known and snake(k) not in known]
+    for sub, sub_known in (("author", AUTHOR_FIELDS), ("submolt", SUBMOLT_FIELDS)):
+        value = obj.get(sub)
+        if isinstance(value, dict):
+            out.extend(f"{kind}.{sub}.{k}" for k in value if k not in sub_known and snake(k) not in sub_known)
+    return out
