@@ -1,35 +1,63 @@
 """Structural roles (Molt Dynamics): k-means on per-agent features of the interaction graph.
 
-The graph is the whole history's interaction graph (view ``interaction_edges``: commenter -> author of
-what it answers, self-edges dropped, weight = number of comments). Its nodes are the agents with at least
-one edge; agents that never commented on another agent and were never answered are not in it.
+Population (the published 0.91 silhouette and 93.5% peripheral share): every *active* agent, i.e. every
+agent that wrote at least one post or comment, whether or not it has an interaction edge. The public code
+(YCRG-Labs/molt-dynamics, ``src/molt_dynamics/features.py``, ``FeatureExtractor.extract_all_features``)
+computes features for every agent of its agent table and ``compute_centrality_metrics`` gives an agent that
+is not in the interaction network in-degree, out-degree, betweenness, clustering and PageRank all 0; those
+rows are clustered with the others (``main.run_rq1_analysis`` -> ``rq1_roles.RoleAnalyzer``). So isolated
+agents are one point at the origin of the raw features and usually form the big "peripheral" cluster.
+Our active agents are the authors of ``post_created``/``comment_created`` events (the public code's
+features come from posts and comments only; votes are not part of them).
 
-Per agent, five features (choices the paper left open are ours):
+Variant (keys ``roles.variant_graph_only.*``, labelled "variant: graph-only", no published value): the
+same clustering on the agents with at least one interaction edge only, which is what this module used to
+report as the study value (and what the later re-analysis ``scripts/run_rigor.py``, ``task1_clusters``,
+clusters: the igraph graph's nodes).
+
+The graph is the whole history's interaction graph (view ``interaction_edges``: commenter -> author of
+what it answers, self-edges dropped, weight = number of comments). Per agent, five features, as
+``features.FeatureExtractor.compute_centrality_metrics`` computes them with networkx:
 
 * in-degree and out-degree: number of distinct neighbours (the simple directed graph), not comments;
-  the comment counts are in the weighted PageRank already;
-* betweenness: directed, unweighted, normalised by ``(n - 1)(n - 2)`` as ``networkx`` does; above
-  ``EXACT_BETWEENNESS_MAX`` nodes it is estimated from ``SAMPLED_SOURCES`` shortest-path sources drawn
-  with a fixed seed, scaled by ``n / sources`` (Brandes-Pich), and the report says how many were used;
+* betweenness: directed, unweighted, normalised by ``(n - 1)(n - 2)`` over the graph's n nodes as
+  ``networkx.betweenness_centrality`` does; above ``EXACT_BETWEENNESS_MAX`` nodes it is estimated from
+  ``SAMPLED_SOURCES`` shortest-path sources drawn with a fixed seed, scaled by ``n / sources``
+  (Brandes-Pich), and the report says how many were used;
 * clustering coefficient: on the undirected simple graph (direction and multiplicity dropped), 0 for
-  an agent with fewer than two neighbours (``networkx.clustering``);
-* PageRank: weighted, ``streams.pagerank`` (equals ``networkx.pagerank``).
+  an agent with fewer than two neighbours (``networkx.clustering`` of ``to_undirected()``);
+* PageRank: weighted, damping 0.85, ``streams.pagerank`` (equals ``networkx.pagerank``), over the graph.
 
-Features are z-scored (population standard deviation; a constant feature becomes 0), then k-means
-(scikit-learn, ``n_init=10``, ``random_state=0``) for k = 3..8 where the data has at least k + 1 distinct
-points; the k with the highest silhouette wins (ties: the smaller k). Above ``SILHOUETTE_SAMPLE`` agents
-the silhouette is computed on a seeded sample of that many. The largest cluster is the "peripheral" one.
+Known difference from the public code: its ``RoleAnalyzer`` clusters every numeric column of
+``extract_all_features`` (activity counts, submolt entropy, hour-of-day shares, burstiness, text length,
+VADER sentiment, ...), not only these five; the paper and ``../shared/notes/metrics.md`` describe the
+five network features, which is what we cluster.
+
+As the public code (``rq1_roles.RoleAnalyzer.find_optimal_k`` with ``config/default.yaml``): features
+z-scored (``StandardScaler``: population standard deviation; a constant feature is left as it is, which
+changes no distance, here it becomes 0), k-means (scikit-learn) with ``n_init=100``, ``random_state=42``
+for k = 3..8, the silhouette (``silhouette_score``, Euclidean) of each, the k with the highest silhouette
+(ties: the smaller k). Departures: a k is tried only when the data has at least k + 1 distinct points (the
+public code would let k-means return duplicate centres); identical rows are clustered once with their
+multiplicity as ``sample_weight`` and the silhouette of the repeated rows is computed exactly from the
+distinct ones (``cluster``); above ``SILHOUETTE_SAMPLE`` distinct points the silhouette is computed on a
+seeded sample of that many rows (the public code computes it on all rows, O(n^2)). The
+public code names no cluster "peripheral"; the paper's peripheral cluster is the largest one, and so is
+ours.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import igraph as ig
 import numpy as np
 import numpy.typing as npt
+import structlog
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
+from sklearn.metrics.pairwise import euclidean_distances
 
 from report.model import Figure, Item, Scalar, Series, Table
 from report.source import Warehouse, quoted
@@ -38,12 +66,19 @@ from streams.pagerank import pagerank
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+log = structlog.get_logger(__name__)
+
 FEATURES = ("in_degree", "out_degree", "betweenness", "clustering", "pagerank")
-K_RANGE = range(3, 9)
+K_RANGE = range(3, 9)  # config/default.yaml kmeans_k_range: [3, 8]
+KMEANS_N_INIT = 100  # config/default.yaml kmeans_n_init
+SEED = 42  # config/default.yaml random_seed (k-means, silhouette sample, betweenness sources)
 EXACT_BETWEENNESS_MAX = 5_000
 SAMPLED_SOURCES = 500
-SILHOUETTE_SAMPLE = 10_000
-SEED = 0
+SILHOUETTE_SAMPLE = 20_000
+VARIANT = "roles.variant_graph_only"
+VARIANT_LABEL = "variant: graph-only (agents with an interaction edge): "
+_SILHOUETTE_CHUNK = 2_048
+PERIPHERAL_LABEL = "Share of agents in the largest (peripheral) cluster"
 
 
 @dataclass(frozen=True)
@@ -70,6 +105,16 @@ def interaction_graph(wh: Warehouse, society: str) -> list[tuple[str, str, float
         f"WHERE society = {quoted(society)} GROUP BY src, dst ORDER BY src, dst"
     )
     return [(str(s), str(d), float(w)) for s, d, w in res.rows]
+
+
+def active_agents(wh: Warehouse, society: str) -> list[str]:
+    """Agents that wrote at least one post or comment in the society's history, sorted."""
+    res = wh.query(
+        "SELECT DISTINCT actor FROM events FINAL "
+        f"WHERE society = {quoted(society)} AND type IN ('post_created', 'comment_created') AND actor != '' "
+        "ORDER BY actor"
+    )
+    return [str(r[0]) for r in res.rows]
 
 
 def agent_features(edges: list[tuple[str, str, float]]) -> AgentFeatures:
@@ -107,6 +152,20 @@ def agent_features(edges: list[tuple[str, str, float]]) -> AgentFeatures:
     return AgentFeatures(agents, matrix, used)
 
 
+def study_population(graph: AgentFeatures, active: Iterable[str]) -> AgentFeatures:
+    """The study's population: every active agent, with all five features 0 for those not in the graph.
+
+    Graph agents are active by construction (an edge is a comment on a post or comment), but they are
+    added anyway so that no graph row is ever dropped.
+    """
+    agents = sorted(set(active) | set(graph.agents))
+    matrix = np.zeros((len(agents), len(FEATURES)), dtype=np.float64)
+    if graph.agents:
+        index = {a: i for i, a in enumerate(agents)}
+        matrix[[index[a] for a in graph.agents]] = graph.matrix
+    return AgentFeatures(agents, matrix, graph.betweenness_sources)
+
+
 def standardise(matrix: FloatArray) -> FloatArray:
     """Column z-scores (population standard deviation); a constant column becomes all zeros."""
     mean = matrix.mean(axis=0)
@@ -115,102 +174,191 @@ def standardise(matrix: FloatArray) -> FloatArray:
     return np.asarray((matrix - mean) / safe, dtype=np.float64)
 
 
-def cluster(z: FloatArray) -> Clustering | None:
-    """k-means for each allowed k in ``K_RANGE``, the one with the best silhouette; None if none allowed."""
+def cluster(z: FloatArray, *, n_init: int | None = None, seed: int = SEED) -> Clustering | None:
+    """k-means for each allowed k in ``K_RANGE``, the one with the best silhouette; None if none allowed.
+
+    Identical rows (every isolated agent is the same point) are clustered once, weighted by how many
+    agents share them (``sample_weight``): Lloyd's iterations and the k-means++ sampling are then the same
+    as on the repeated rows, only the random draws are spent differently. The silhouette is the exact
+    silhouette of the repeated rows (``weighted_silhouette``), or scikit-learn's on a seeded sample of
+    ``SILHOUETTE_SAMPLE`` rows when there are more distinct points than that. ``n_init`` None: the public
+    code's ``KMEANS_N_INIT``.
+    """
     n = z.shape[0]
-    distinct = np.unique(z, axis=0).shape[0] if n else 0
+    if n == 0:
+        return None
+    points, inverse, counts = np.unique(z, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.ravel()
+    weights = counts.astype(np.float64)
     best: Clustering | None = None
     scores: dict[int, float] = {}
     for k in K_RANGE:
-        if distinct < k + 1:
+        if points.shape[0] < k + 1:
             break
-        labels = np.asarray(KMeans(n_clusters=k, n_init=10, random_state=SEED).fit_predict(z), dtype=np.int64)
-        sample = SILHOUETTE_SAMPLE if n > SILHOUETTE_SAMPLE else None
-        score = float(silhouette_score(z, labels, sample_size=sample, random_state=SEED))
+        km = KMeans(n_clusters=k, n_init=n_init or KMEANS_N_INIT, random_state=seed).fit(
+            points, sample_weight=weights
+        )
+        point_labels = np.asarray(km.labels_, dtype=np.int64)
+        labels = point_labels[inverse]
+        if points.shape[0] <= SILHOUETTE_SAMPLE:
+            score = weighted_silhouette(points, weights, point_labels)
+        else:
+            score = float(silhouette_score(z, labels, sample_size=SILHOUETTE_SAMPLE, random_state=seed))
         scores[k] = score
         if best is None or score > best.silhouette:
             best = Clustering(k, labels, score, scores)
     return best
 
 
-def items(wh: Warehouse, society: str) -> list[Item]:
-    """Agents, k, silhouette, peripheral share, betweenness sources; the clusters; silhouette by k."""
-    feats = agent_features(interaction_graph(wh, society))
-    n = len(feats.agents)
-    out: list[Item] = [Scalar("roles.agents", "Agents in the interaction graph", n, unit="agents")]
-    if n == 0:
-        reason = "no interaction edges: no agent commented on another agent's post or comment"
-        out.append(
-            Scalar("roles.betweenness_sources", "Betweenness: shortest-path sources used", None, reason)
-        )
-        return out + _missing(reason)
-    sampled = feats.betweenness_sources < n
-    out.append(
-        Scalar(
-            "roles.betweenness_sources",
-            "Betweenness: shortest-path sources used"
-            + (f" (sampled, seed {SEED}, scaled by n / sources)" if sampled else " (all: exact)"),
-            feats.betweenness_sources,
-            unit="sources",
-        )
-    )
-    best = cluster(standardise(feats.matrix))
-    if best is None:
-        distinct = np.unique(feats.matrix, axis=0).shape[0]
-        reason = (
-            f"k-means with k = {K_RANGE[0]} needs at least {K_RANGE[0] + 1} agents with distinct features; "
-            f"the graph has {n} agents, {distinct} distinct"
-        )
-        return out + _missing(reason)
+def weighted_silhouette(points: FloatArray, weights: FloatArray, labels: IntArray) -> float:
+    """Mean silhouette of a data set given as distinct ``points`` repeated ``weights`` times.
 
-    sizes = np.bincount(best.labels, minlength=best.k)
-    order = sorted(range(best.k), key=lambda c: (-int(sizes[c]), c))
-    out += [
-        Scalar("roles.k", "Number of roles (best k)", best.k),
-        Scalar("roles.silhouette", "Silhouette of the best k", best.silhouette),
+    Equals ``sklearn.metrics.silhouette_score`` of the repeated rows (Euclidean): for a row, ``a`` is its
+    mean distance to the other rows of its cluster, ``b`` the smallest mean distance to another cluster,
+    ``s = (b - a) / max(a, b)``, and 0 for a row alone in its cluster. Copies of a point are at distance 0
+    from it, so only the divisor of ``a`` (cluster size - 1) counts them. O(distinct points^2), in chunks.
+    """
+    k = int(labels.max()) + 1
+    member = np.zeros((points.shape[0], k), dtype=np.float64)
+    member[np.arange(points.shape[0]), labels] = weights
+    sizes = member.sum(axis=0)
+    total = 0.0
+    for start in range(0, points.shape[0], _SILHOUETTE_CHUNK):
+        stop = min(start + _SILHOUETTE_CHUNK, points.shape[0])
+        sums = euclidean_distances(points[start:stop], points) @ member  # summed distance to each cluster
+        own = labels[start:stop]
+        rows = np.arange(stop - start)
+        own_size = sizes[own]
+        a = sums[rows, own] / np.maximum(own_size - 1.0, 1.0)
+        mean_other = sums / sizes
+        mean_other[rows, own] = np.inf
+        b = mean_other.min(axis=1)
+        denom = np.maximum(a, b)
+        s = np.where((own_size > 1) & (denom > 0), (b - a) / np.where(denom > 0, denom, 1.0), 0.0)
+        total += float((s * weights[start:stop]).sum())
+    return total / float(weights.sum())
+
+
+def items(wh: Warehouse, society: str) -> list[Item]:
+    """The study's clustering (every active agent) with its published comparators, and the graph-only variant.
+
+    Scalars: active agents, isolated ones, agents in the graph, betweenness sources; then k, silhouette and
+    peripheral share of the study population (keys ``roles.k`` ...) and of the variant (keys
+    ``roles.variant_graph_only.*``, no published value); a table of clusters for each; silhouette by k.
+    """
+    graph = agent_features(interaction_graph(wh, society))
+    study = study_population(graph, active_agents(wh, society))
+    n_active, n_graph = len(study.agents), len(graph.agents)
+    log.info("roles", society=society, active_agents=n_active, graph_agents=n_graph)
+    out: list[Item] = [
         Scalar(
-            "roles.peripheral_share",
-            "Share of agents in the largest (peripheral) cluster",
-            float(sizes[order[0]]) / n,
+            "roles.active_agents",
+            "Active agents (wrote a post or a comment): the clustered population",
+            n_active,
+            unit="agents",
         ),
+        Scalar(
+            "roles.isolated_agents",
+            "Active agents without an interaction edge (clustered with all features 0)",
+            n_active - n_graph,
+            unit="agents",
+        ),
+        Scalar("roles.agents", "Agents in the interaction graph", n_graph, unit="agents"),
     ]
-    rows: list[list[float | int | str | None]] = []
-    for rank, c in enumerate(order, start=1):
-        members = feats.matrix[best.labels == c]
-        rows.append([rank, int(sizes[c]), float(sizes[c]) / n, *(float(v) for v in members.mean(axis=0))])
-    out.append(
-        Table(
-            "roles.clusters",
-            "Roles: clusters by size, mean raw feature values",
-            ["cluster", "agents", "share", *(f"mean {f}" for f in FEATURES)],
-            rows,
+    if n_graph == 0:
+        out.append(
+            Scalar(
+                "roles.betweenness_sources",
+                "Betweenness: shortest-path sources used",
+                None,
+                "no interaction edges: no agent commented on another agent's post or comment",
+            )
         )
-    )
-    ks = sorted(best.silhouettes)
+    else:
+        sampled = graph.betweenness_sources < n_graph
+        out.append(
+            Scalar(
+                "roles.betweenness_sources",
+                "Betweenness: shortest-path sources used"
+                + (f" (sampled, seed {SEED}, scaled by n / sources)" if sampled else " (all: exact)"),
+                graph.betweenness_sources,
+                unit="sources",
+            )
+        )
+
+    series: list[Series] = []
+    for feats, prefix, label, population in (
+        (study, "roles", "", "all active agents"),
+        (graph, VARIANT, VARIANT_LABEL, "variant: graph-only"),
+    ):
+        best, reason = _best_clustering(feats, n_active)
+        out += _population_items(feats, best, reason, prefix, label)
+        if best is not None:
+            ks = sorted(best.silhouettes)
+            series.append(
+                Series(population, [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")
+            )
     out.append(
         Figure(
             "roles.silhouette_by_k",
-            "Silhouette of k-means by number of clusters",
+            "Silhouette of k-means by number of clusters: all active agents (study), graph-only variant",
             "k",
             "silhouette",
-            [Series("silhouette", [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")],
+            series,
+            None if series else "no clustering could be computed (see the roles scalars for why)",
         )
     )
     return out
 
 
-def _missing(reason: str) -> list[Item]:
+def _best_clustering(feats: AgentFeatures, n_active: int) -> tuple[Clustering | None, str | None]:
+    """The best clustering of one population, or None and the reason."""
+    n = len(feats.agents)
+    if n_active == 0:
+        return None, "no active agents and no interaction edges: nobody wrote a post or a comment"
+    if n == 0:
+        return None, "no interaction edges: no agent commented on another agent's post or comment"
+    best = cluster(standardise(feats.matrix))
+    if best is not None:
+        return best, None
+    distinct = np.unique(feats.matrix, axis=0).shape[0]
+    if not feats.matrix.any():
+        return None, (
+            f"no interaction edges: all {n} active agents have all-zero features, nothing to cluster"
+        )
+    return None, (
+        f"k-means with k = {K_RANGE[0]} needs at least {K_RANGE[0] + 1} agents with distinct features; "
+        f"the population has {n} agents, {distinct} distinct"
+    )
+
+
+def _population_items(
+    feats: AgentFeatures, best: Clustering | None, reason: str | None, prefix: str, label: str
+) -> list[Item]:
+    """k, silhouette, peripheral share and the cluster table of one population (keys under ``prefix``)."""
+    table_title = label + "Roles: clusters by size, mean raw feature values"
+    if best is None:
+        return [
+            Scalar(f"{prefix}.k", label + "Number of roles (best k)", None, reason),
+            Scalar(f"{prefix}.silhouette", label + "Silhouette of the best k", None, reason),
+            Scalar(f"{prefix}.peripheral_share", label + PERIPHERAL_LABEL, None, reason),
+            Table(f"{prefix}.clusters", table_title, [], [], reason),
+        ]
+    n = len(feats.agents)
+    sizes = np.bincount(best.labels, minlength=best.k)
+    order = sorted(range(best.k), key=lambda c: (-int(sizes[c]), c))
+    rows: list[list[float | int | str | None]] = []
+    for rank, c in enumerate(order, start=1):
+        members = feats.matrix[best.labels == c]
+        rows.append([rank, int(sizes[c]), float(sizes[c]) / n, *(float(v) for v in members.mean(axis=0))])
     return [
-        Scalar("roles.k", "Number of roles (best k)", None, reason),
-        Scalar("roles.silhouette", "Silhouette of the best k", None, reason),
-        Scalar("roles.peripheral_share", "Share of agents in the largest (peripheral) cluster", None, reason),
-        Table("roles.clusters", "Roles: clusters by size, mean raw feature values", [], [], reason),
-        Figure(
-            "roles.silhouette_by_k",
-            "Silhouette of k-means by number of clusters",
-            "k",
-            "silhouette",
-            [],
-            reason,
+        Scalar(f"{prefix}.k", label + "Number of roles (best k)", best.k),
+        Scalar(f"{prefix}.silhouette", label + "Silhouette of the best k", best.silhouette),
+        Scalar(f"{prefix}.peripheral_share", label + PERIPHERAL_LABEL, float(sizes[order[0]]) / n),
+        Table(
+            f"{prefix}.clusters",
+            table_title,
+            ["cluster", "agents", "share", *(f"mean {f}" for f in FEATURES)],
+            rows,
         ),
     ]

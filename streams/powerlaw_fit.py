@@ -1,7 +1,15 @@
 """Discrete power-law fit of a histogram (Clauset, Shalizi & Newman 2009), matching ``powerlaw`` 2.0.
 
-The reference is ``powerlaw.Fit(data, discrete=True)`` with default settings (``powerlaw`` 2.0.0). Its
-conventions are reproduced on purpose, including the surprising ones:
+The reference is ``powerlaw.Fit(data, discrete=True)`` (``powerlaw`` 2.0.0), with one default changed:
+the alpha range. ``powerlaw`` 2.0 confines alpha to ``parameter_ranges={"alpha": [0, 3]}``
+(``Power_Law.DEFAULT_PARAMETER_RANGES``), so a tail of true alpha 3.3-3.5 cannot be fitted at its own xmin
+and the KS search falls back to a worse xmin with alpha 2.7-2.8. ``powerlaw`` 1.5 had no such range: it
+only required alpha > 1. By default we search the range the data needs, (1, ``ALPHA_MAX`` = 20] (the
+likelihood is convex in alpha, so the bounded search finds the unbounded maximum whenever it lies below
+20); ``alpha_range=(0.0, 3.0)`` reproduces the 2.0 default exactly. Each result says which range was
+searched and at how many xmin candidates the fit ran into a bound of it (``candidates_at_bound``), so a
+report can say when the range, not the data, shaped the fit. Apart from that, the package's conventions
+are reproduced on purpose, including the surprising ones:
 
 * xmin candidates are the distinct values except the two largest (the package restricts candidates to
   values below the maximum and then also drops the largest remaining one);
@@ -9,9 +17,9 @@ conventions are reproduced on purpose, including the surprising ones:
   approximation ``alpha = 1 + n / sum(log(x / (xmin - 0.5)))`` (Clauset et al. 2009, eq. 3.7) whenever
   that value lies in (1.5, 3]; otherwise (and for every xmin < 10) alpha maximises the exact likelihood
   ``x**-alpha / zeta(alpha, xmin)``;
-* alpha is confined to the package's default range (0, 3); a numeric fit within 0.01 of a bound is
-  flagged as noise, and noisy candidates are not eligible as xmin (an accepted approximation is not
-  subject to that 0.01 margin, so e.g. 2.9999 can come out);
+* a numeric fit within 0.01 of a bound of the alpha range is flagged as noise, and noisy candidates are
+  not eligible as xmin (an accepted approximation is not subject to that 0.01 margin, so e.g. 2.9999 can
+  come out with the 2.0 range);
 * the KS distance compares strict CDFs ``P(X < x)`` of the tail data and of the fitted law at the
   distinct tail values;
 * the standard error is ``(alpha - 1) / sqrt(n_tail)``.
@@ -42,6 +50,13 @@ MIN_OBSERVATIONS = 10
 MIN_DISTINCT_VALUES = 4
 """The package never tries the two largest values as xmin and gives up with fewer than two candidates."""
 
+ALPHA_MAX = 20.0
+"""Upper end of the default alpha search range (1, ALPHA_MAX]: far above any fitted tail in the studies
+(2-4), low enough that ``zeta(alpha, xmin)`` stays a normal float for any xmin below 1e15."""
+
+PACKAGE_ALPHA_RANGE = (0.0, 3.0)
+"""``powerlaw`` 2.0's default ``parameter_ranges["alpha"]``, for an exact reproduction of the package."""
+
 _ESTIMATE_XMIN = 10  # powerlaw's default: approximate discrete MLE for xmin >= 10
 _ESTIMATE_RANGE = (1.5, 3.0)  # approximation accepted when 1.5 < alpha <= 3 (hard-coded in powerlaw)
 _BOUNDARY_EPS = 0.01  # powerlaw flags numeric fits this close to a bound of the alpha range as noise
@@ -57,6 +72,9 @@ class PowerLawFit:
 
     ``sigma`` is the standard error of alpha, ``n_tail`` the number of observations >= ``xmin``,
     ``ks_distance`` the KS distance of the tail fit and ``n`` the number of observations >= 1 used.
+    ``alpha_range`` is the range searched, ``candidates`` the number of xmin candidates tried and
+    ``candidates_at_bound`` how many of them had their fit run into a bound of the range (within 0.01:
+    the package's "noise", not eligible as xmin); when it is not 0 the range shaped the result.
     """
 
     alpha: float
@@ -65,6 +83,14 @@ class PowerLawFit:
     n_tail: int
     ks_distance: float
     n: int
+    alpha_range: tuple[float, float] = (1.0, ALPHA_MAX)
+    candidates: int = 0
+    candidates_at_bound: int = 0
+
+    @property
+    def bound_hit(self) -> bool:
+        """Whether a bound of the alpha range excluded at least one xmin candidate."""
+        return self.candidates_at_bound > 0
 
 
 def fit_discrete_power_law(
@@ -72,7 +98,7 @@ def fit_discrete_power_law(
     *,
     xmin_candidates: int | None = None,
     estimate_discrete: bool | None = None,
-    alpha_range: tuple[float, float] = (0.0, 3.0),
+    alpha_range: tuple[float, float] | None = None,
 ) -> PowerLawFit | None:
     """Fit a discrete power law to a histogram ``{value: number_of_observations}``.
 
@@ -90,9 +116,11 @@ def fit_discrete_power_law(
     and c = 1 is a fit at the fixed xmin = smallest value.
     ``estimate_discrete`` mirrors the package option: None uses the closed-form approximation for
     xmin >= 10, True for every xmin, False never (always the exact MLE). ``alpha_range`` mirrors
-    ``parameter_ranges={"alpha": ...}``; the package default (0, 3) cannot represent alpha >= 3.
+    ``parameter_ranges={"alpha": ...}``; None (default) searches (1, ``ALPHA_MAX``] as ``powerlaw`` 1.5
+    did (alpha > 1 only); ``PACKAGE_ALPHA_RANGE`` (0, 3) is the 2.0 default, which cannot represent
+    alpha >= 3.
     """
-    lo, hi = float(alpha_range[0]), float(alpha_range[1])
+    lo, hi = (1.0, ALPHA_MAX) if alpha_range is None else (float(alpha_range[0]), float(alpha_range[1]))
     if not hi > max(lo, 1.0):
         raise ValueError(f"alpha_range must allow values above 1, got {alpha_range}")
     if xmin_candidates is not None and xmin_candidates < 1:
@@ -116,7 +144,7 @@ def fit_discrete_power_law(
     # Sum of log(x / xmin) over each candidate's tail.
     log_ratio = tail_log[cand] - n_t * np.log(xmin)
 
-    alpha, valid = _candidate_alphas(xmin, n_t, log_ratio, lo, hi, estimate_discrete)
+    alpha, valid, at_bound = _candidate_alphas(xmin, n_t, log_ratio, lo, hi, estimate_discrete)
     eligible = cand[valid]
     if eligible.size == 0:
         return None
@@ -131,6 +159,9 @@ def fit_discrete_power_law(
         n_tail=n_tail,
         ks_distance=ks,
         n=n_obs,
+        alpha_range=(lo, hi),
+        candidates=int(n_cand),
+        candidates_at_bound=int(at_bound.sum()),
     )
 
 
@@ -160,8 +191,9 @@ def _candidate_alphas(
     lo: float,
     hi: float,
     estimate_discrete: bool | None,
-) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-    """Alpha per xmin candidate and whether the package would count that fit as valid."""
+) -> tuple[FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Alpha per xmin candidate, whether the package would count that fit as valid, and whether the
+    numeric fit ran into a bound of the range (within ``_BOUNDARY_EPS``: the package's "noise")."""
     if estimate_discrete is None:
         use_estimate = xmin >= _ESTIMATE_XMIN
     else:
@@ -178,7 +210,7 @@ def _candidate_alphas(
     in_range = (alpha > lo) & (alpha < hi)
     near_bound = (alpha - _BOUNDARY_EPS < lo) | (alpha + _BOUNDARY_EPS > hi)
     valid = in_range & (estimated | ~near_bound)
-    return alpha, valid
+    return alpha, valid, ~estimated & near_bound
 
 
 def _exact_mle(xmin: FloatArray, mean_log_ratio: FloatArray, lo: float, hi: float) -> FloatArray:
