@@ -175,9 +175,10 @@ LIMIT 900
     ),
     Panel(
         "cascades",
-        "Cascades",
-        "Cascade size (comments of a thread) as a log-log CCDF, P(S >= s), at the newest window's end, "
-        "with the discrete power law fitted by the stream processor (Clauset et al.).",
+        "Thread sizes",
+        "Thread size (comments of a thread, not the Molt Dynamics cascades) as a log-log CCDF, P(S >= s), "
+        "at the newest window's end, with the discrete power law fitted by the stream processor "
+        "(Clauset et al.).",
         (
             Query(
                 "ccdf",
@@ -199,7 +200,7 @@ ORDER BY size
                 f"""
 SELECT dim, value
 FROM metrics FINAL
-WHERE society = {{society}} AND metric = 'cascade_size_powerlaw'
+WHERE society = {{society}} AND metric = 'thread_comments_powerlaw'
   AND window_start = {_latest("cascade_size_hist")}
 ORDER BY dim
 """,

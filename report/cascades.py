@@ -1,63 +1,48 @@
 """Information cascades (Molt Dynamics): size distribution and exposure saturation.
 
-The SQL views (sinks/molt_dynamics.sql) find the cascades (``cascade_adoptions``, ``cascades``) and each
-agent's exposure (``cascade_exposures``); this module fits what SQL cannot:
+The SQL views (sinks/molt_dynamics.sql) find the cascades (``cascade_adoptions``, ``cascades``); this module
+fits what SQL cannot:
 
 * the discrete power law of cascade sizes (``streams.powerlaw_fit``, equal to ``powerlaw.Fit(sizes,
   discrete=True)``) over all cascades, and per kind where the fit is possible;
-* saturation, over the (agent, cascade) pairs with exposure >= 1 (exposure counted up to the adoption
-  for adopters, up to the cascade's last adoption for non-adopters):
-  (a) logistic regression of adopted on exposure and exposure^2 (statsmodels ``Logit``, with intercept);
-  "saturating" when the square term is negative with p < 0.05 (Wald test);
-  (b) Cox proportional hazards with the single covariate exposure (statsmodels ``PHReg``, Efron ties):
-  duration = hours from the cascade's first adoption to the agent's adoption, non-adopters censored at
-  the cascade's last adoption; the same pairs as (a), so seeds and unexposed adopters are not in it.
-  Harrell's concordance of the fitted risk score is computed here (``concordance``), with the pair rules
-  of lifelines: ties in time count only when exactly the earlier-or-equal one had the event, ties in
-  risk count one half.
+* saturation (``report.saturation``): the published method (fixed exposure count at adoption; logistic
+  regression with a squared term over every graph node x cascade; Cox model over the adopters, as the
+  public Molt Dynamics code builds them), beside a Cox model with time-varying exposure (stratified by
+  cascade) and a permutation null of each statistic (adoption times shuffled among each cascade's
+  adopters). The published Cox model finds "saturation" (HR < 1) even when adoption ignores the network;
+  the variant rows say whether it survives.
 
-"Propagation events" is our reading of the paper's 10,323: adoptions by an agent already exposed, i.e.
-adopter rows with exposure >= 1 (report/published.py attaches that number to ``cascades.count``, the
-number of cascades; both are reported). Published values come from report/published.py.
+What is compared with the published numbers: ``cascades.alpha`` with alpha = 2.57; the published method's
+``saturation.cox_hazard_ratio`` and ``saturation.cox_concordance`` with 0.53 and 0.78; and
+``cascades.propagation_events`` with the paper's "10,323 propagation events". The paper does not define
+that count; we read it as the events of its Cox model, i.e. adoptions after their cascade's first one by
+agents of the interaction graph (the rows ``fit_cox_hazards`` in the public ``rq2_diffusion.py`` keeps:
+duration > 0, event = 1). ``cascades.count`` (the number of cascades) has no published value: the paper
+does not give it.
 
-Above ``MAX_MODEL_ROWS`` exposed pairs the models run on a deterministic hash sample of the pairs
-(``cityHash64(kind, item, agent)``; the report says how many were used); the counts are always exact.
+Above ``MAX_ADOPTIONS`` adoptions, the saturation models run on a deterministic hash sample of whole
+cascades (``cityHash64(kind, item)``; the report says how many cascades were used); the cascade counts and
+the power law always use every cascade.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import zeta
 
 from report.model import Figure, Item, Scalar, Series, Table
+from report.saturation import CoxResult, Diffusion, LogitResult, Null, Saturation, analyse
 from report.source import Warehouse, quoted
 from streams.powerlaw_fit import MIN_DISTINCT_VALUES, MIN_OBSERVATIONS, PowerLawFit, fit_discrete_power_law
 
 FloatArray = npt.NDArray[np.float64]
 
 KINDS = ("meme", "skill", "behaviour")
-MIN_MODEL_ROWS = 10
-MAX_MODEL_ROWS = 2_000_000
-
-
-@dataclass(frozen=True)
-class Logistic:
-    b_exposure: float
-    b_exposure2: float
-    p_exposure2: float
-
-
-@dataclass(frozen=True)
-class Cox:
-    coef: float
-    hazard_ratio: float
-    concordance: float
+MAX_ADOPTIONS = 1_000_000
 
 
 def cascade_sizes(wh: Warehouse, society: str) -> dict[str, dict[int, int]]:
@@ -71,157 +56,203 @@ def cascade_sizes(wh: Warehouse, society: str) -> dict[str, dict[int, int]]:
     return dict(out)
 
 
-def exposure_table(wh: Warehouse, society: str) -> tuple[FloatArray, FloatArray, FloatArray, int, int]:
-    """(exposure, adopted, hours) of the pairs with exposure >= 1, the number of pairs, of adopters.
+def diffusion(wh: Warehouse, society: str, adoptions: int) -> tuple[Diffusion, int]:
+    """The adoptions (a hash sample of whole cascades above ``MAX_ADOPTIONS``) and the interaction graph.
 
-    Above ``MAX_MODEL_ROWS`` pairs, the arrays hold a hash sample of about that many (the counts do not).
+    ``adoptions`` is the society's total (from the cascade sizes); returns the data and the number of
+    cascades it holds. Agent names are mapped to indices in Python; nothing read is put back into SQL.
     """
-    where = f"society = {quoted(society)} AND exposure >= 1"
-    res = wh.query(f"SELECT count(), countIf(adopted = 1) FROM cascade_exposures WHERE {where}")
-    total, adopters = (int(v) for v in res.rows[0]) if res.rows else (0, 0)
-    if total > MAX_MODEL_ROWS:
-        keep = max(1, math.floor(MAX_MODEL_ROWS / total * 1_000_000))
-        where += f" AND cityHash64(kind, item, agent) % 1000000 < {keep}"
-    res = wh.query(f"SELECT exposure, adopted, hours FROM cascade_exposures WHERE {where}")
-    data = np.asarray(res.rows, dtype=np.float64).reshape(-1, 3)
-    return data[:, 0], data[:, 1], data[:, 2], total, adopters
-
-
-def fit_logistic(exposure: FloatArray, adopted: FloatArray) -> Logistic | str:
-    """Logit of adopted on [1, exposure, exposure^2]; a reason string when it cannot be fitted."""
-    import statsmodels.api as sm
-
-    if exposure.size < MIN_MODEL_ROWS:
-        return f"{exposure.size} exposed (agent, cascade) pairs; at least {MIN_MODEL_ROWS} are needed"
-    if np.unique(adopted).size < 2:
-        return "every exposed pair has the same outcome (all adopted or none): no variation to model"
-    if np.unique(exposure).size < 3:
-        return "exposure takes fewer than 3 distinct values: exposure and its square cannot be separated"
-    x = np.column_stack([np.ones_like(exposure), exposure, exposure**2])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = sm.Logit(adopted, x).fit(method="newton", maxiter=200, disp=0)
-    except Exception as exc:  # statsmodels raises e.g. PerfectSeparationError, LinAlgError
-        return f"the logistic regression could not be fitted ({type(exc).__name__}: {exc})"
-    params = np.asarray(fit.params, dtype=np.float64)
-    pvalues = np.asarray(fit.pvalues, dtype=np.float64)
-    if (
-        not fit.mle_retvals.get("converged", False)
-        or not np.all(np.isfinite(params))
-        or not math.isfinite(pvalues[2])
-    ):
-        return "the logistic regression did not converge (separation or too little variation)"
-    return Logistic(float(params[1]), float(params[2]), float(pvalues[2]))
-
-
-def fit_cox(exposure: FloatArray, adopted: FloatArray, hours: FloatArray) -> Cox | str:
-    """Cox PH of hours to adoption on exposure (Efron ties) and its concordance; or a reason."""
-    from statsmodels.duration.hazard_regression import PHReg
-
-    if exposure.size < MIN_MODEL_ROWS:
-        return f"{exposure.size} exposed (agent, cascade) pairs; at least {MIN_MODEL_ROWS} are needed"
-    if not adopted.any():
-        return "no exposed agent adopted: the hazard model has no events"
-    if np.unique(exposure).size < 2:
-        return "every exposed pair has the same exposure: no variation to model"
-    # Fitted on the standardised exposure with BFGS from 0: statsmodels' default Newton steps overflow
-    # exp(beta * exposure) when exposures reach the hundreds (seen at 1M events: NaN), BFGS does not.
-    # The coefficient per unit of exposure is the standardised one divided by the standard deviation.
-    sd = float(exposure.std())
-    z = (exposure - float(exposure.mean())) / sd
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = PHReg(hours, z[:, None], status=adopted, ties="efron").fit(
-                start_params=np.zeros(1), method="bfgs", maxiter=200, disp=False
-            )
-    except Exception as exc:  # numerical failures of the optimiser
-        return f"the Cox model could not be fitted ({type(exc).__name__}: {exc})"
-    params = np.asarray(fit.params, dtype=np.float64)
-    gradient = (
-        float(np.abs(np.asarray(fit.model.score(params))).max()) / exposure.size
-        if np.isfinite(params).all()
-        else math.inf
+    where = f"society = {quoted(society)}"
+    if adoptions > MAX_ADOPTIONS:
+        keep = max(1, math.floor(MAX_ADOPTIONS / adoptions * 1_000_000))
+        where += f" AND cityHash64(kind, item) % 1000000 < {keep}"
+    rows = wh.query(
+        f"SELECT cityHash64(kind, item), actor, toUnixTimestamp64Micro(adopted_at) FROM cascade_adoptions "
+        f"WHERE {where}"
+    ).rows
+    edges = wh.query(
+        f"SELECT DISTINCT src, dst FROM interaction_edges WHERE society = {quoted(society)} "
+        "AND dst != '' AND src != dst"
+    ).rows
+    nodes = sorted({str(a) for e in edges for a in e})
+    index = {a: i for i, a in enumerate(nodes)}
+    cascade_ids, cascade = np.unique(
+        np.asarray([int(r[0]) for r in rows], dtype=np.uint64), return_inverse=True
     )
-    if not gradient < 1e-4:  # the optimiser's own tolerance is 1e-5 on this per-row gradient
-        return "the Cox model did not converge (the partial likelihood's gradient is not 0 at the end)"
-    coef = float(params[0]) / sd
-    if not math.isfinite(coef) or abs(coef) > 700:
-        return "the Cox model did not converge (the exposure coefficient diverges)"
-    c = concordance(hours, coef * exposure, adopted.astype(bool))
-    if c is None:
-        return "no comparable pair of durations: concordance undefined"
-    return Cox(coef, math.exp(coef), c)
-
-
-def concordance(time: FloatArray, risk: FloatArray, event: npt.NDArray[np.bool_]) -> float | None:
-    """Harrell's C: share of comparable pairs where the higher risk fails first (ties in risk: 1/2).
-
-    A pair (i, j) is comparable when i had the event and t_i < t_j, or t_i == t_j and j is censored
-    (lifelines' rules). Computed per distinct risk level with sorted times: O(levels * n log n).
-    Returns None when there is no comparable pair.
-    """
-    levels, level_of = np.unique(risk, return_inverse=True)
-    ev_t = time[event]
-    ev_level = level_of[event]
-    concordant = np.zeros(ev_t.size)
-    tied = np.zeros(ev_t.size)
-    pairs = np.zeros(ev_t.size)
-    for lv in range(levels.size):
-        at_level = level_of == lv
-        all_t = np.sort(time[at_level])
-        cens_t = np.sort(time[at_level & ~event])
-        later = all_t.size - np.searchsorted(all_t, ev_t, side="right")
-        same_censored = np.searchsorted(cens_t, ev_t, side="right") - np.searchsorted(
-            cens_t, ev_t, side="left"
-        )
-        comparable = (later + same_censored).astype(np.float64)
-        pairs += comparable
-        concordant += np.where(ev_level > lv, comparable, 0.0)
-        tied += np.where(ev_level == lv, comparable, 0.0)
-    total = float(pairs.sum())
-    if total == 0:
-        return None
-    return float((concordant.sum() + 0.5 * tied.sum()) / total)
+    micros = np.asarray([int(r[2]) for r in rows], dtype=np.int64)
+    origin = int(micros.min()) if micros.size else 0
+    d = Diffusion(
+        cascade=cascade.astype(np.int64).reshape(-1),
+        agent=np.asarray([index.get(str(r[1]), -1) for r in rows], dtype=np.int64),
+        hours=(micros - origin) / 3.6e9,
+        src=np.asarray([index[str(e[0])] for e in edges], dtype=np.int64),
+        dst=np.asarray([index[str(e[1])] for e in edges], dtype=np.int64),
+        n_nodes=len(nodes),
+        n_cascades=int(cascade_ids.size),
+    )
+    return d, int(cascade_ids.size)
 
 
 def items(wh: Warehouse, society: str) -> list[Item]:
-    """Cascade counts, the power-law fit and CCDF, the saturation models."""
+    """Cascade counts, the power-law fit and CCDF, the saturation models and their permutation nulls."""
     sizes = cascade_sizes(wh, society)
     total_hist: dict[int, int] = defaultdict(int)
     for hist in sizes.values():
         for s, n in hist.items():
             total_hist[s] += n
     n_cascades = sum(total_hist.values())
-    out: list[Item] = [Scalar("cascades.count", "Cascades (all kinds)", n_cascades, unit="cascades")]
+    out: list[Item] = [
+        Scalar(
+            "cascades.count",
+            "Cascades (all kinds; the paper gives no count to compare)",
+            n_cascades,
+            unit="cascades",
+        )
+    ]
     out += [
         Scalar(f"cascades.count_{k}", f"Cascades: {k}", sum(sizes.get(k, {}).values()), unit="cascades")
         for k in KINDS
     ]
     out += _power_law_items(sizes, dict(total_hist))
 
-    exposure, adopted, hours, pairs, adopters = exposure_table(wh, society)
+    adoptions = sum(s * n for s, n in total_hist.items())
+    d, used = diffusion(wh, society, adoptions)
+    sat = analyse(d)
+    sampled = used < n_cascades
     out.append(
         Scalar(
             "cascades.propagation_events",
-            "Propagation events (adoptions by an already exposed agent)",
-            adopters,
+            "Propagation events: adoptions after their cascade's first one, by agents of the interaction "
+            "graph (the events of the published Cox model)"
+            + (" [in the sampled cascades]" if sampled else ""),
+            sat.propagation_events,
+            unit="adoptions",
         )
     )
-    out.append(Scalar("cascades.exposed_pairs", "Exposed (agent, cascade) pairs", pairs, unit="pairs"))
-    if exposure.size < pairs:
+    if sampled:
         out.append(
             Scalar(
-                "cascades.model_sample",
-                f"Pairs used by the models (hash sample, cap {MAX_MODEL_ROWS:,})",
-                int(exposure.size),
-                unit="pairs",
+                "saturation.cascades_used",
+                f"Cascades used by the saturation models (hash sample, cap {MAX_ADOPTIONS:,} adoptions)",
+                used,
+                unit="cascades",
             )
         )
-    out += _logistic_items(fit_logistic(exposure, adopted))
-    out += _cox_items(fit_cox(exposure, adopted, hours))
+    out += saturation_items(sat)
     return out
+
+
+def saturation_items(sat: Saturation) -> list[Item]:
+    """The published models, the time-varying variant and the permutation-null table."""
+    out: list[Item] = [
+        Scalar(
+            "saturation.graph_nodes",
+            "Agents of the interaction graph (the models' population)",
+            sat.graph_nodes,
+        ),
+    ]
+    out += _logistic_items(sat.logit)
+    out += _cox_items(sat.cox)
+    tv = sat.tv if isinstance(sat.tv, CoxResult) else None
+    reason = sat.tv if isinstance(sat.tv, str) else None
+    label = "variant: time-varying exposure (Cox, strata = cascade)"
+    out += [
+        Scalar(
+            "saturation.variant_tv_hazard_ratio",
+            f"{label}: hazard ratio per unit of exposure",
+            tv.hazard_ratio if tv else None,
+            reason,
+        ),
+        Scalar("saturation.variant_tv_ci_low", f"{label}: 95% CI, lower", tv.ci_low if tv else None, reason),
+        Scalar(
+            "saturation.variant_tv_ci_high", f"{label}: 95% CI, upper", tv.ci_high if tv else None, reason
+        ),
+        Scalar("saturation.variant_tv_p", f"{label}: Wald p-value", tv.p if tv else None, reason),
+        Scalar(
+            "saturation.variant_tv_rows",
+            f"{label}: agent x cascade risk rows"
+            + (
+                f" ({sat.tv_cascades} of {sat.n_cascades} cascades, seeded sample)"
+                if sat.tv_cascades < sat.n_cascades
+                else ""
+            ),
+            tv.rows if tv else None,
+            reason,
+        ),
+    ]
+    survives: int | None = None
+    why = None
+    if tv is None:
+        why = reason
+    elif sat.tv_null is None:
+        why = "the permutation null of the time-varying model could not be computed"
+    else:
+        survives = int(tv.ci_high < 1 and sat.tv_null.p_value < 0.05)
+    out.append(
+        Scalar(
+            "saturation.variant_survives",
+            "variant: saturation survives (time-varying HR's 95% CI < 1, permutation p < 0.05): 1 yes, 0 no",
+            survives,
+            why,
+        )
+    )
+    out.append(_null_table(sat))
+    return out
+
+
+def _null_table(sat: Saturation) -> Table:
+    rows: list[list[float | int | str | None]] = []
+    named: list[tuple[str, Null | None, CoxResult | LogitResult | str]] = [
+        ("published Cox: log hazard ratio", sat.cox_null, sat.cox),
+        ("published logistic: exposure^2 coefficient", sat.logit_null, sat.logit),
+        ("variant: time-varying Cox: log hazard ratio", sat.tv_null, sat.tv),
+    ]
+    for name, null, fit in named:
+        if null is None:
+            rows.append(
+                [
+                    name,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    0,
+                    fit if isinstance(fit, str) else "no shuffle could be fitted",
+                ]
+            )
+            continue
+        rows.append(
+            [
+                name,
+                null.observed,
+                null.mean,
+                null.p2_5,
+                null.p50,
+                null.p97_5,
+                null.p_value,
+                null.permutations,
+                "",
+            ]
+        )
+    return Table(
+        "saturation.variant_permutation_null",
+        "variant: permutation null (adoption times shuffled among each cascade's adopters, seeded); "
+        "p = share of shuffles at or below the observed value (towards saturation)",
+        [
+            "statistic",
+            "observed",
+            "null mean",
+            "null 2.5%",
+            "null 50%",
+            "null 97.5%",
+            "p (lower tail)",
+            "shuffles",
+            "note",
+        ],
+        rows,
+    )
 
 
 def _power_law_items(sizes: dict[str, dict[int, int]], total: dict[int, int]) -> list[Item]:
@@ -236,6 +267,17 @@ def _power_law_items(sizes: dict[str, dict[int, int]], total: dict[int, int]) ->
             "cascades.xmin", "xmin of the power-law fit", fit.xmin if fit else None, reason, unit="adopters"
         ),
         Scalar("cascades.n_tail", "Cascades in the power-law tail", fit.n_tail if fit else None, reason),
+        Scalar(
+            "cascades.alpha_candidates_at_bound",
+            "xmin candidates whose alpha ran into the search range"
+            + (
+                f" ({fit.alpha_range[0]:g}, {fit.alpha_range[1]:g}]: not 0 = the range shaped the fit"
+                if fit
+                else ""
+            ),
+            fit.candidates_at_bound if fit else None,
+            reason,
+        ),
     ]
     rows: list[list[float | int | str | None]] = []
     for kind in KINDS:
@@ -265,7 +307,10 @@ def _no_fit(hist: dict[int, int]) -> str:
             f"{n} cascades with {len(hist)} distinct sizes: a power-law fit needs at least "
             f"{MIN_OBSERVATIONS} cascades and {MIN_DISTINCT_VALUES} distinct sizes"
         )
-    return f"no power-law fit with alpha inside (0, 3) for {n} cascades (the sizes fall off faster)"
+    return (
+        f"no power-law fit for {n} cascades (too few distinct sizes, or the fit at every xmin candidate "
+        "ran into a bound of the alpha range)"
+    )
 
 
 def _fit_row(kind: str, n: int, fit: PowerLawFit | None, note: str) -> list[float | int | str | None]:
@@ -300,14 +345,15 @@ def _ccdf_figure(total: dict[int, int], fit: PowerLawFit | None, reason: str | N
     )
 
 
-def _logistic_items(res: Logistic | str) -> list[Item]:
+def _logistic_items(res: LogitResult | str) -> list[Item]:
     reason = res if isinstance(res, str) else None
-    fit = res if isinstance(res, Logistic) else None
+    fit = res if isinstance(res, LogitResult) else None
     saturating = None if fit is None else int(fit.b_exposure2 < 0 and fit.p_exposure2 < 0.05)
+    what = "published method (fixed exposure count, every graph agent x cascade)"
     return [
         Scalar(
             "saturation.logit_exposure",
-            "Logistic coefficient of exposure",
+            f"Logistic coefficient of exposure; {what}",
             fit.b_exposure if fit else None,
             reason,
         ),
@@ -319,32 +365,40 @@ def _logistic_items(res: Logistic | str) -> list[Item]:
         ),
         Scalar(
             "saturation.logit_exposure2_p",
-            "p-value of the squared term",
+            "Wald p-value of the squared term",
             fit.p_exposure2 if fit else None,
             reason,
         ),
         Scalar(
             "saturation.saturating",
-            "Adoption saturates (square term negative, p < 0.05): 1 yes, 0 no",
+            "Adoption saturates by the published logistic reading (square term < 0, p < 0.05): 1 yes, 0 no",
             saturating,
             reason,
         ),
     ]
 
 
-def _cox_items(res: Cox | str) -> list[Item]:
+def _cox_items(res: CoxResult | str) -> list[Item]:
     reason = res if isinstance(res, str) else None
-    fit = res if isinstance(res, Cox) else None
+    fit = res if isinstance(res, CoxResult) else None
+    what = "published method (fixed exposure count, adopters only, no censoring)"
     return [
         Scalar(
             "saturation.cox_hazard_ratio",
-            "Cox hazard ratio per unit of exposure",
+            f"Cox hazard ratio per unit of exposure; {what}",
             fit.hazard_ratio if fit else None,
             reason,
         ),
         Scalar(
+            "saturation.cox_ci_low", "Cox hazard ratio: 95% CI, lower", fit.ci_low if fit else None, reason
+        ),
+        Scalar(
+            "saturation.cox_ci_high", "Cox hazard ratio: 95% CI, upper", fit.ci_high if fit else None, reason
+        ),
+        Scalar("saturation.cox_p", "Cox hazard ratio: p-value", fit.p if fit else None, reason),
+        Scalar(
             "saturation.cox_concordance",
-            "Concordance (Harrell's C) of the Cox model",
+            "Concordance (Harrell's C) of the published Cox model",
             fit.concordance if fit else None,
             reason,
         ),

@@ -138,6 +138,11 @@ GROUP BY society, kind, item;
 -- predecessors that adopted strictly before v did (for an adopter), or that adopted at all (for a
 -- non-adopter, i.e. up to the cascade's last adoption). hours = from the cascade's seed to v's adoption
 -- (adopter) or to the cascade's last adoption (non-adopter, censored there).
+-- This is the published fixed count, for reading in SQL. It is measured at the adoption, so a later
+-- adopter has a larger count because it adopted later: models fitted on it find "saturation" even when
+-- adoption ignores the network (issue 14, defect 3). The report fits the published models and a Cox model
+-- with time-varying exposure plus a permutation null in report/saturation.py, from cascade_adoptions and
+-- interaction_edges (the population there is every interaction-graph agent x cascade, as the public code).
 CREATE OR REPLACE VIEW cascade_exposures AS
 WITH
     successors AS (

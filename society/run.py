@@ -49,7 +49,7 @@ log = get_logger(__name__)
 LIVE_METRICS = (
     ("share_no_comment", "", "posts without a comment"),
     ("mean_depth", "commented", "mean thread depth (commented posts)"),
-    ("cascade_size_powerlaw", "alpha", "cascade size power-law alpha"),
+    ("thread_comments_powerlaw", "alpha", "thread size (comments) power-law alpha"),
     ("pagerank_top_share", "top10", "PageRank share of the top 10"),
     ("topk_churn", "", "top-10 churn vs previous window"),
     ("active_agents", "", "active agents (last window)"),

@@ -97,7 +97,7 @@ def window_metrics(
         emit("mean_depth", "all", mean_depth(depths))
         if posts - depths.get(0, 0) > 0:
             emit("mean_depth", "commented", mean_depth(depths, only_nonzero=True))
-    for name, hist in (("cascade_size_powerlaw", sizes), ("cascade_participants_powerlaw", parts)):
+    for name, hist in (("thread_comments_powerlaw", sizes), ("thread_participants_powerlaw", parts)):
         fit = fit_discrete_power_law({k: v for k, v in hist.items() if k >= 1})
         if fit is not None:
             emit(name, "alpha", fit.alpha)

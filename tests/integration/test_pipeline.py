@@ -129,14 +129,14 @@ def _check_metrics_against_batch(
         assert metrics[("depth_hist", last, str(d))] == n
     # cascade-size power law at the last window vs the powerlaw package on the raw sizes
     sizes = [n for n in comments_per_post.values() if n >= 1]
-    if ("cascade_size_powerlaw", last, "alpha") in metrics:
+    if ("thread_comments_powerlaw", last, "alpha") in metrics:
         import powerlaw
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = powerlaw.Fit(sizes, discrete=True, verbose=False)
-        assert metrics[("cascade_size_powerlaw", last, "xmin")] == fit.xmin
-        assert metrics[("cascade_size_powerlaw", last, "alpha")] == pytest.approx(fit.alpha, rel=1e-3)
+        assert metrics[("thread_comments_powerlaw", last, "xmin")] == fit.xmin
+        assert metrics[("thread_comments_powerlaw", last, "alpha")] == pytest.approx(fit.alpha, rel=1e-3)
     # PageRank top-k share per window vs networkx on the window's interaction graph
     checked = 0
     for w in windows:
