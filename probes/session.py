@@ -6,9 +6,11 @@ community and, for Tier II, posts each premise as a top-level comment by a furth
 writes the run to ``<state_dir>/<society>/probes/<run_id>.json``. After that the probing agents never
 act again.
 
-``score`` reads the probe threads from ClickHouse, scores them (``probes.score``), writes
-``<run_id>.results.json`` beside the run and returns it. It can be run again later: a thread keeps
-growing while the society runs.
+``score`` reads the probe threads from ClickHouse, scores them (``probes.score``; Tier I replies and
+threads by the judge, ``probes.judge``), optionally measures Delta-help of several models on the commented
+Tier I threads (``probes.helpfulness``), puts the paper's published values beside ours
+(``probes.score.comparators``), writes ``<run_id>.results.json`` beside the run and returns it. It can be
+run again later: a thread keeps growing while the society runs.
 """
 
 from __future__ import annotations
@@ -28,18 +30,21 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from dashboard.panels import panel
+from probes.helpfulness import ModelSpec, delta_help
 from probes.judge import ExactJudge, Judge
 from probes.score import (
     ProbeResult,
     Reply,
+    ThreadVerdict,
     Verdict,
+    comparators,
     external,
     score_judged,
     score_tier2,
     score_tier3,
     summarise,
 )
-from probes.shared_memory import score_memory
+from probes.shared_memory import score_run
 from probes.tasks import Probe
 from report.source import Warehouse, quoted
 from schemas import control
@@ -249,16 +254,18 @@ def load_run(path: Path) -> ProbeRun:
 
 
 def replies(wh: Warehouse, run: ProbeRun) -> dict[str, list[Reply]]:
-    """Every comment in the probe threads, by post id, in depth then time order."""
+    """Every comment in the probe threads, by post id, in time order (as a thread reads)."""
     ids = ", ".join(f"'{uuid.UUID(p['post_id'])}'" for p in run.probes)  # ids, checked, never free text
     rows = wh.query(
-        "SELECT post_id, comment_id, parent_id, actor, depth, content FROM events FINAL "
-        f"WHERE society = {quoted(run.society)} AND type = 'comment_created' AND post_id IN ({ids}) "
-        "ORDER BY post_id, depth, occurred_at, comment_id"
+        "SELECT post_id, comment_id, parent_id, actor, depth, content, toUnixTimestamp64Micro(occurred_at) "
+        f"FROM events FINAL WHERE society = {quoted(run.society)} AND type = 'comment_created' "
+        f"AND post_id IN ({ids}) ORDER BY post_id, occurred_at, comment_id"
     ).rows
     out: dict[str, list[Reply]] = {p["post_id"]: [] for p in run.probes}
-    for post_id, cid, parent, actor, depth, content in rows:
-        out[str(post_id)].append(Reply(str(cid), str(parent) or None, str(actor), int(depth), str(content)))
+    for post_id, cid, parent, actor, depth, content, at in rows:
+        out[str(post_id)].append(
+            Reply(str(cid), str(parent) or None, str(actor), int(depth), str(content), int(at))
+        )
     return out
 
 
@@ -271,6 +278,11 @@ def _probe(rec: dict[str, Any]) -> Probe:
         premises=tuple(rec["premises"]),
         start=int(rec["start"]),
         target=int(rec["target"]),
+        answer_type="multipleChoice" if rec.get("answer_type") == "multipleChoice" else "exactMatch",
+        question=str(
+            rec.get("question") or ""
+        ),  # runs written before these fields: the title is the question
+        step=int(rec.get("step") or 1),
     )
 
 
@@ -293,25 +305,61 @@ def aliases(wh: Warehouse, society: str) -> dict[str, str]:
     return out
 
 
-async def _verdicts(judge: Judge, threads: list[tuple[Probe, list[Reply]]]) -> dict[str, Verdict]:
-    """The judge's verdict on every reply of the Tier I threads, with the judge opened once."""
+@dataclass
+class Judged:
+    """The judge's work on the Tier I threads: per-reply verdicts, per-thread verdicts, Delta-help."""
+
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    threads: dict[str, ThreadVerdict | None] = field(default_factory=dict)
+    help: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def _judge(
+    judge: Judge,
+    threads: list[tuple[str, Probe, list[Reply]]],
+    help_models: list[ModelSpec],
+    help_max_tokens: int,
+) -> Judged:
+    """Every reply and every thread of the Tier I probes judged, with the judge opened once, and then (if
+    asked) Delta-help of each model, its responses judged by the same judge."""
+    out = Judged()
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(judge, contextlib.AbstractAsyncContextManager):  # e.g. the LLM judge's client
             await stack.enter_async_context(judge)
-        asked = [(f"{p.title}\n{p.content}", p.answer, r) for p, rs in threads for r in rs]
-        got = await asyncio.gather(*(judge.judge(q, answer, r.content) for q, answer, r in asked))
-    return {r.comment_id: v for (_, _, r), v in zip(asked, got, strict=True) if v is not None}
+        per_reply = await asyncio.gather(*(judge.judge_replies(p, rs) for _, p, rs in threads))
+        per_thread = await asyncio.gather(*(judge.judge_thread(p, rs) for _, p, rs in threads))
+        for (post_id, _, _), vs, tv in zip(threads, per_reply, per_thread, strict=True):
+            out.verdicts.update(vs)
+            out.threads[post_id] = tv
+        if help_models:
+            got = await delta_help(
+                help_models,
+                [(p, rs, out.verdicts) for _, p, rs in threads],
+                judge,
+                max_tokens=help_max_tokens,
+            )
+            out.help = [asdict(h) for h in got]
+    return out
 
 
-def score(settings: Settings, wh: Warehouse, run: ProbeRun, judge: Judge | None = None) -> dict[str, Any]:
-    """Score every probe of ``run`` (see module docstring) and write the results beside the run."""
+def score(
+    settings: Settings,
+    wh: Warehouse,
+    run: ProbeRun,
+    judge: Judge | None = None,
+    *,
+    help_models: list[ModelSpec] | None = None,
+    help_max_tokens: int = 512,
+) -> dict[str, Any]:
+    """Score every probe of ``run`` (see module docstring) and write the results beside the run.
+    ``help_models``: measure Delta-help of these models on the commented Tier I threads."""
     judge = judge or ExactJudge()
     threads = replies(wh, run)
     probes = [
         (rec["post_id"], _probe(rec), external(threads[rec["post_id"]], run.agents)) for rec in run.probes
     ]
-    tier1 = [(probe, rs) for _, probe, rs in probes if probe.tier == 1]
-    verdicts = asyncio.run(_verdicts(judge, tier1)) if tier1 else {}
+    tier1 = [(post_id, probe, rs) for post_id, probe, rs in probes if probe.tier == 1]
+    judged = asyncio.run(_judge(judge, tier1, help_models or [], help_max_tokens)) if tier1 else Judged()
     per_tier: dict[str, list[ProbeResult]] = {}
     memory: list[Reply] = []
     for post_id, probe, rs in probes:
@@ -320,7 +368,7 @@ def score(settings: Settings, wh: Warehouse, run: ProbeRun, judge: Judge | None 
         elif probe.tier == 3:
             result = score_tier3(post_id, probe, rs)
         elif probe.tier == 1:
-            result = score_judged(post_id, probe, rs, verdicts)
+            result = score_judged(post_id, probe, rs, judged.verdicts, judged.threads.get(post_id))
         else:
             memory.extend(rs)
             continue
@@ -333,10 +381,16 @@ def score(settings: Settings, wh: Warehouse, run: ProbeRun, judge: Judge | None 
         "tiers": {t: asdict(summarise(int(t), rs)) for t, rs in sorted(per_tier.items())},
         "probes": [asdict(r) for rs in per_tier.values() for r in rs],
     }
+    doc["published"] = [asdict(c) for c in comparators(doc["tiers"], judge.name)]
+    if help_models:
+        doc["delta_help"] = judged.help
+    failures = getattr(judge, "failures", None)
+    if isinstance(failures, int):
+        doc["judge_failures"] = failures
     if any(p["tier"] == "memory" for p in run.probes):
-        doc["shared_memory"] = asdict(
-            score_memory(memory, aliases(wh, run.society), leaders(wh, run.society))
-        )
+        # three probe types, scored against the record before the probes (whole-period leaders)
+        external_replies = {post_id: rs for post_id, _, rs in probes}
+        doc["shared_memory"] = score_run(wh, run.society, run.probes, external_replies, run.posted_at)
     path = run_dir(settings, run.society) / f"{run.run_id}.results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2))

@@ -332,6 +332,15 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 )
 @click.option("--judge", type=click.Choice(["exact", "llm"]), default="exact", show_default=True)
 @click.option("--judge-model", default=None, help="model of the LLM judge (default: the first LLM model)")
+@click.option(
+    "--help-models",
+    default=None,
+    help="Tier I Delta-help of these models, comma-separated NAME or NAME@URL (OpenAI-compatible base URL; "
+    "a bare NAME uses SOCIETY_LLM_BASE_URL or the society's model server)",
+)
+@click.option(
+    "--help-max-tokens", type=int, default=512, show_default=True, help="tokens per Delta-help answer"
+)
 def probe(
     name: str,
     tier: str | None,
@@ -343,6 +352,8 @@ def probe(
     score_file: Path | None,
     judge: str,
     judge_model: str | None,
+    help_models: str | None,
+    help_max_tokens: int,
 ) -> None:
     """Probe a running society (Superminds Test): post tasks with known answers, then score the answers.
 
@@ -362,6 +373,7 @@ def probe(
         raise click.UsageError(str(exc)) from None
     s = get_settings()
     judge_impl = _judge(s, judge, judge_model)
+    helpers = _help_models(s, help_models)
     wh = open_warehouse(s)
     try:
         if score_file is not None:
@@ -385,7 +397,7 @@ def probe(
             console.print(f"posted {len(made)} probe(s) of tier {tier} in {run.submolt}: run {run.run_id}")
             with console.status(f"letting the society answer for {wait:.0f} s ..."):
                 time.sleep(wait)
-        doc = session.score(s, wh, run, judge_impl)
+        doc = session.score(s, wh, run, judge_impl, help_models=helpers, help_max_tokens=help_max_tokens)
     except (session.ProbeError, tasks.ProbeFileError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -427,6 +439,19 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
     return LLMJudge(ChatClient(url, s.llm_api_key), model or s.model_names[0])
 
 
+def _help_models(s: Settings, spec: str | None) -> Any:
+    if not spec:
+        return None
+    from probes.helpfulness import ModelSpecError, parse_models
+    from society.stack import read_state
+
+    url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
+    try:
+        return parse_models(spec, url, s.llm_api_key)
+    except ModelSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--help-models") from None
+
+
 def _print_probe_results(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -452,6 +477,7 @@ def _print_probe_results(doc: dict[str, Any]) -> None:
                 label, *("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in cells)
             )
         console.print(t)
+    _print_probe_extras(doc)
     memory = doc.get("shared_memory")
     if memory:
         console.print(
@@ -459,6 +485,31 @@ def _print_probe_results(doc: dict[str, Any]) -> None:
             f"{memory['agreement']}; share of named agents among PageRank leaders {memory['precision']}; "
             f"leaders named {memory['recall']}"
         )
+
+
+def _print_probe_extras(doc: dict[str, Any]) -> None:
+    """The paper's values beside ours (with their source) and Delta-help per model."""
+    from rich.table import Table
+
+    def pct(v: Any) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    if doc.get("published"):
+        t = Table(title="beside the Superminds Test's published values")
+        for col in ("tier", "metric", "ours", "published", "source"):
+            t.add_column(col, justify="right" if col in ("ours", "published") else "left")
+        for c in doc["published"]:
+            t.add_row(c["tier"], c["metric"], pct(c["ours"]), pct(c["published"]), c["source"])
+        console.print(t)
+    if "delta_help" in doc:
+        t = Table(title="Tier I Delta-help per model (commented questions, answer comments left out)")
+        for col in ("model", "server", "questions", "Acc(M(q))", "Acc(M(q+C*))", "Delta-help", "failed"):
+            t.add_column(col, justify="left" if col in ("model", "server") else "right")
+        for h in doc["delta_help"]:
+            delta = "-" if h["delta_help"] is None else f"{100 * h['delta_help']:+.1f}%"
+            t.add_row(h["model"], h["base_url"], str(h["questions"]), pct(h["baseline_accuracy"]),
+                      pct(h["context_accuracy"]), delta, str(h["failed"]))  # fmt: skip
+        console.print(t)
 
 
 @main.command()

@@ -1,7 +1,9 @@
 """Probes of every tier posted into a running simulated society (real broker, real ClickHouse), then
 scored: the probe events are stored as ordinary posts and comments, the probing agents never act after
 posting, and the tier results agree with an independent recount of the probe threads from ClickHouse.
-The scoring rules themselves are checked on fixed threads in ``tests/unit/test_probe_scoring.py``.
+Delta-help and the paper's LLM judge run against the real local model server (SmolLM2-135M through
+llama-cpp-python). The scoring rules themselves are checked on fixed threads in
+``tests/unit/test_probe_*.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_settings, running_stack, sql
 
+from agents.llm_client import ChatClient
 from probes import session, tasks
+from probes.helpfulness import HelpResult, delta_help, parse_models
+from probes.judge import ExactJudge, LLMJudge
+from probes.score import Reply, ThreadVerdict, Verdict
 from report.source import SinkWarehouse
+from society.broker import free_port
 from society.fork import save_config
+from society.model_server import LocalModelServer, default_model_path
 from society.run import drive_clock, last_window_start, wait_drained
 from society.stack import settings_env
 
@@ -29,6 +37,8 @@ def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, soc
     s = make_settings(broker, tmp_path, agents=400, seed=11)
     qfile = tmp_path / "questions.jsonl"
     qfile.write_text('{"question": "What is the capital of France?", "answer": "Paris"}\n')
+    long_q = "Consider the following carefully. " * 12 + "What is the capital of France?"  # > 280 chars
+    qfile.write_text(qfile.read_text() + json.dumps({"question": long_q, "answer": "Paris"}) + "\n")
     made = [*tasks.tier1(tasks.load_questions(qfile)), *tasks.tier2(3, seed=1), *tasks.tier3(3, seed=2)]
     made += tasks.shared_memory(1)
     reached, posted = threading.Event(), threading.Event()
@@ -106,7 +116,13 @@ def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, soc
     for p in run.probes:
         if p["tier"] != "memory":
             assert scored[p["post_id"]]["replies"] == external[p["post_id"]]
-    for tier, want in (("1", 1), ("2", 3), ("3", 3)):
+    long_post = next(r for r in rows if r[0] == "post_created" and r[2] == run.probes[1]["post_id"])
+    assert str(long_post[5]) == long_q  # posted whole, verbatim
+    assert {(c["tier"], c["metric"]) for c in doc["published"]} >= {
+        ("1", "no_reply_share"),
+        ("3", "no_reply_share"),
+    }
+    for tier, want in (("1", 2), ("2", 3), ("3", 3)):
         t = doc["tiers"][tier]
         posts = [p["post_id"] for p in run.probes if str(p["tier"]) == tier]
         assert t["probes"] == want
@@ -131,3 +147,50 @@ def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, soc
         (tmp_path / "state" / society_name / "probes" / f"{run.run_id}.results.json").read_text()
     )
     assert again["tiers"] == doc["tiers"]
+
+
+def test_delta_help_and_the_papers_judge_on_the_local_model(tmp_path: Path) -> None:
+    """Delta-help of two model names (the local server answers both with its one model) on two commented
+    questions, the paper's prompts end to end; and the paper's LLM judge on a real model. A 135M model is
+    no judge and no HLE solver: this checks that every call is made, answered and accounted for, not the
+    accuracies (those are checked on scripted servers in ``tests/unit/test_probe_helpfulness.py``)."""
+    spider, even = tasks.tier1(
+        [
+            tasks.Question("How many legs does a spider have? Answer with a number.", "8"),
+            tasks.Question("Which is even?\nA. 3\nB. 4", "B", "multipleChoice"),
+        ]
+    )
+    spider_thread = [
+        Reply("c1", None, "molty_a", 1, "Spiders are arachnids, not insects.", 1),
+        Reply("c2", None, "molty_b", 1, "The answer is 8.", 2),  # states the answer: left out of C*
+    ]
+    even_thread = [Reply("c3", None, "molty_c", 1, "Even numbers divide by two.", 1)]
+    server = LocalModelServer(default_model_path(), free_port(), tmp_path / "model.log", 2, "smollm2-135m")
+    server.start()
+
+    async def go() -> tuple[list[HelpResult], dict[str, Verdict], ThreadVerdict | None, int]:
+        judge = ExactJudge()
+        verdicts = await judge.judge_replies(spider, spider_thread)
+        verdicts |= await judge.judge_replies(even, even_thread)
+        models = parse_models("smollm2-135m,smollm2-135m-b", server.base_url)
+        threads = [(spider, spider_thread, verdicts), (even, even_thread, verdicts)]
+        helped = await delta_help(models, threads, judge, max_tokens=48)
+        async with LLMJudge(ChatClient(server.base_url, timeout_s=120), "smollm2-135m", max_tokens=96) as llm:
+            per_reply = await llm.judge_replies(spider, spider_thread)
+            whole = await llm.judge_thread(spider, spider_thread)
+            return helped, per_reply, whole, llm.failures
+
+    try:
+        helped, per_reply, whole, failures = asyncio.run(go())
+    finally:
+        server.stop()
+    assert [h.model for h in helped] == ["smollm2-135m", "smollm2-135m-b"]
+    for h in helped:
+        assert (h.questions, h.failed) == (2, 0)  # both calls of both questions answered and judged
+        assert (h.comments_kept, h.comments_removed) == (2, 1)
+        assert h.baseline_accuracy is not None
+        assert h.context_accuracy is not None
+        assert h.delta_help == pytest.approx(h.context_accuracy - h.baseline_accuracy)
+    # what the small model wrote as a judge is either a verdict or a counted failure, never a guess
+    assert set(per_reply) <= {"c1", "c2"}
+    assert failures == (len(per_reply) < 2) + (whole is None)

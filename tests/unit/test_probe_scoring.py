@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from probes.judge import ExactJudge
-from probes.score import Reply, Verdict, last_number, score_judged, score_tier2, score_tier3, summarise
+from probes.score import Reply, Verdict, comparators, last_number, score_judged, score_tier2, summarise
 from probes.shared_memory import score_memory
-from probes.tasks import ProbeFileError, load_questions, tier1, tier2, tier3
+from probes.tasks import ProbeFileError, Question, load_questions, tier1, tier2
 
 
 def R(cid: str, parent: str | None, text: str, depth: int = 1, actor: str = "a") -> Reply:
@@ -47,34 +47,7 @@ def test_tier2_scoring_by_hand() -> None:
     assert (tie.correct, tie.thread_correct) == (1, False)  # 1-1 tie: the thread did not settle on it
 
 
-def test_tier3_chain_by_hand() -> None:
-    (probe,) = tier3(1, seed=2)
-    s = probe.start
-    thread = [
-        R("a", None, f"{s + 1}"),  # correct (post says s)
-        R("b", "a", f"{s + 2}", 2),  # correct
-        R("c", "b", f"{s + 3}", 3),  # correct
-        R("d", "c", f"{s + 5}", 4),  # wrong (skips)
-        R("e", "c", f"ok {s + 4}", 4),  # correct, chain of 4
-        R("f", None, "hello"),  # no number: does not follow
-        R("g", "f", f"{s + 1}", 2),  # parent has no number: not correct
-        R("h", "e", f"{s + 5}", 5),  # correct, chain of 5 = target
-    ]
-    r = score_tier3("p", probe, thread)
-    assert probe.target == 5
-    assert (r.replies, r.following, r.correct, r.chain, r.thread_correct, r.max_depth) == (
-        8,
-        7,
-        5,
-        5,
-        True,
-        5,
-    )
-    short = score_tier3("p", probe, thread[:5])
-    assert (short.chain, short.thread_correct) == (4, False)
-
-
-def test_tier1_exact_judge_and_thread_majority() -> None:
+def test_tier1_exact_judge_replies_and_thread() -> None:
     (probe,) = tier1([("What is the capital of France?", "Paris")])
     judge = ExactJudge()
     texts = {
@@ -83,20 +56,19 @@ def test_tier1_exact_judge_and_thread_majority() -> None:
         "c3": "Lyon is the capital",
         "c4": "I like crabs",
     }
-
-    async def go() -> dict[str, Verdict | None]:
-        return {k: await judge.judge(probe.title, probe.answer, v) for k, v in texts.items()}
-
-    verdicts = asyncio.run(go())
-    assert verdicts == {
-        "c1": Verdict(True, True),
-        "c2": Verdict(True, True),
-        "c3": Verdict(True, False),  # on the task ("capital"), wrong
-        "c4": Verdict(False, False),
-    }
     replies = [R(k, None, v) for k, v in texts.items()]
-    r = score_judged("p", probe, replies, {k: v for k, v in verdicts.items() if v})
-    # 3 follow, 2 of them correct (> half) -> thread correct
+    verdicts = asyncio.run(judge.judge_replies(probe, replies))
+    assert verdicts == {
+        "c1": Verdict(True, True, True),
+        "c2": Verdict(True, True, True),
+        "c3": Verdict(True, False, False),  # on the task ("capital"), wrong, states no answer phrase
+        "c4": Verdict(False, False, False),
+    }
+    thread = asyncio.run(judge.judge_thread(probe, replies))
+    # the last reply that commits to an answer is c2 ("paris, obviously"): the thread ends on Paris
+    assert thread is not None
+    assert thread.correct
+    r = score_judged("p", probe, replies, verdicts, thread)
     assert (r.replies, r.following, r.correct, r.any_correct, r.thread_correct) == (4, 3, 2, True, True)
 
 
@@ -143,10 +115,10 @@ def test_shared_memory_by_hand() -> None:
 def test_question_files(tmp_path: Path) -> None:
     good = tmp_path / "q.jsonl"
     good.write_text('{"question": "2+2?", "answer": "4"}\n{"question": "Sky colour?", "answer": "blue"}\n')
-    assert load_questions(good) == [("2+2?", "4"), ("Sky colour?", "blue")]
+    assert load_questions(good) == [Question("2+2?", "4"), Question("Sky colour?", "blue")]
     csv = tmp_path / "q.csv"
     csv.write_text("question,answer\nWho wrote Hamlet?,Shakespeare\n")
-    assert load_questions(csv) == [("Who wrote Hamlet?", "Shakespeare")]
+    assert load_questions(csv) == [Question("Who wrote Hamlet?", "Shakespeare")]
     bad = tmp_path / "bad.json"
     bad.write_text('[{"question": "no answer"}]')
     with pytest.raises(ProbeFileError, match="item 1 needs"):
@@ -155,35 +127,26 @@ def test_question_files(tmp_path: Path) -> None:
         load_questions(tmp_path / "missing.json")
 
 
-def test_llm_judge_reads_the_verdict_and_counts_failures() -> None:
-    """The LLM judge against a loopback chat server whose answers are scripted (the real model judges in
-    no test: a 135M model is no judge; this checks the plumbing and the failure path)."""
-    from aiohttp import web
-    from loopback_chat import serve_chat
-
-    from agents.llm_client import ChatClient
-    from probes.judge import LLMJudge
-
-    answers = iter(['{"on_task": true, "correct": false}', "not json", '{"on_task": false, "correct": true}'])
-    sent: list[str] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        body = await request.json()
-        sent.append(body["messages"][0]["content"])
-        text = next(answers)
-        return web.json_response({"choices": [{"message": {"content": text}}], "usage": {}})
-
-    async def go() -> list[Verdict | None]:
-        runner, url = await serve_chat(handler)
-        try:
-            async with LLMJudge(ChatClient(url), "judge-m") as judge:
-                out = [await judge.judge("Q?", "Paris", f"reply {i}") for i in range(3)]
-                assert judge.failures == 1
-                return out
-        finally:
-            await runner.cleanup()
-
-    got = asyncio.run(go())
-    assert got == [Verdict(True, False), None, Verdict(True, True)]  # correct implies on the task
-    assert '"Paris"' in sent[0]
-    assert '"reply 0"' in sent[0]  # the reply goes in as a quoted string
+def test_published_comparators_beside_ours() -> None:
+    """The paper's Tier I-III values (Superminds Test section 4.2, Figures 3-4, Table 2) beside ours, each
+    with its source; Tier I accuracies only beside an LLM judge's (they are the paper's LLM judge's)."""
+    tiers: dict[str, dict[str, float | None]] = {
+        "1": {"no_reply_share": 0.5, "individual_accuracy": 0.25, "thread_accuracy": 0.5},
+        "2": {"no_reply_share": 0.8, "replies_per_probe": 0.2, "reply_accuracy": 1.0},
+        "3": {"no_reply_share": 0.6, "replies_per_probe": 1.5, "reply_accuracy": None},
+    }
+    exact = {(c.tier, c.metric): c for c in comparators(tiers, "exact")}
+    assert exact[("1", "no_reply_share")].published == pytest.approx(0.984)  # 98.4% of 2,158 HLE posts
+    assert exact[("2", "no_reply_share")].published == pytest.approx(0.903, abs=5e-4)  # 93 of 103
+    assert exact[("3", "no_reply_share")].published == pytest.approx(0.70)  # 35 of 50
+    assert exact[("2", "reply_accuracy")].published == pytest.approx(11 / 17)
+    assert exact[("3", "reply_accuracy")].published == pytest.approx(6 / 17)
+    assert exact[("3", "reply_accuracy")].ours is None
+    assert exact[("2", "no_reply_share")].ours == 0.8
+    assert ("1", "individual_accuracy") not in exact
+    assert ("1", "thread_accuracy") not in exact
+    assert all("arXiv 2604.22452" in c.source for c in exact.values())
+    llm = {(c.tier, c.metric): c for c in comparators(tiers, "llm")}
+    assert llm[("1", "individual_accuracy")].published == pytest.approx(0.0019)
+    assert llm[("1", "thread_accuracy")].published == pytest.approx(0.0014)
+    assert comparators({}, "exact") == []
