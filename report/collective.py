@@ -8,6 +8,12 @@ visited, empty ones included, exactly as the stream processor closes them, so th
 of window w compare it with window w-1 in both computations. The per-window graph is the
 ``interaction_edges`` view restricted to comments made in the window; PageRank, top-k and super-nodes are
 ``streams.pagerank``'s, the functions the stream processor uses.
+
+Leaders are taken from the whole observation period, as the socialization study identifies its influential
+accounts over its whole crawl: PageRank on the interaction graph of every comment of the period (edge
+weight = comments), top k by rank (ties by agent id). The shared-memory probe scores its answers against
+the same leaders (``probes.shared_memory``), computed from the record before the probes were posted. The
+newest window's top k is shown only as a labelled variant (its overlap with the whole-period leaders).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_sh
 from streams.powerlaw_fit import fit_discrete_power_law
 
 DAY_US = 86_400_000_000
+LEADERS_TITLE = "Top-{k} influence leaders over the whole observation period (PageRank on every interaction)"
 
 
 def window_us(wh: Warehouse, society: str) -> tuple[int, str]:
@@ -37,9 +44,31 @@ def window_us(wh: Warehouse, society: str) -> tuple[int, str]:
     return DAY_US, "one UTC day (the society has no streaming metrics)"
 
 
+def whole_period_pagerank(wh: Warehouse, society: str, until_us: int | None = None) -> dict[str, float]:
+    """PageRank on the interaction graph of the society's whole observation period (every comment that
+    links two agents; weight = comments), or of the period before ``until_us`` (µs since the epoch)."""
+    until = "" if until_us is None else f" AND toUnixTimestamp64Micro(occurred_at) < {int(until_us)}"
+    rows = wh.query(
+        f"SELECT src, dst, count() FROM interaction_edges WHERE society = {quoted(society)}{until} "
+        "GROUP BY src, dst ORDER BY src, dst"
+    ).rows
+    return pagerank([(str(src), str(dst), float(n)) for src, dst, n in rows])
+
+
+def ranked_leaders(pr: dict[str, float], k: int) -> list[tuple[str, float]]:
+    """The ``k`` highest-ranked agents with their PageRank, ties by agent id (as ``top_k_set``)."""
+    return sorted(pr.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
 def influence_per_window(
-    wh: Warehouse, society: str, w_us: int, top_k: int
+    wh: Warehouse,
+    society: str,
+    w_us: int,
+    top_k: int,
+    tops: dict[int, frozenset[str]] | None = None,
 ) -> list[dict[str, float | int | None]]:
+    """Per window: PageRank shares, top-k churn, super-nodes; ``tops`` (when given) receives each window's
+    top-k set by window start."""
     q = quoted(society)
     span = wh.query(
         f"SELECT toUnixTimestamp64Micro(min(occurred_at)), toUnixTimestamp64Micro(max(occurred_at)), count() "
@@ -63,6 +92,8 @@ def influence_per_window(
         if pr:
             row |= {f"top{k}": top_k_share(pr, k) for k in sorted({1, 3, top_k})}
             current, supers = top_k_set(pr, top_k), super_nodes(pr)
+            if tops is not None:
+                tops[start] = current
             row["super_nodes"] = len(supers)
             row["churn"] = 1.0 - jaccard(current, prev_top) if prev_top else None
             row["persisting"] = len(supers & prev_supers) if prev_supers is not None else None
@@ -76,7 +107,8 @@ def influence_per_window(
 
 def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     w_us, origin = window_us(wh, society)
-    rows = influence_per_window(wh, society, w_us, top_k)
+    tops: dict[int, frozenset[str]] = {}
+    rows = influence_per_window(wh, society, w_us, top_k, tops)
     out: list[Item] = [Scalar("collective.window_seconds", f"window length ({origin})", w_us / 1e6, unit="s")]
     ranked = [r for r in rows if r["nodes"]]
     if not ranked:
@@ -88,8 +120,16 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
             ("collective.super_nodes", "mean super-nodes per window (PageRank > mean + 3 sd)"),
             ("collective.super_node_persistence", "share of super-nodes still super-nodes next window"),
         ]
-        return [*out, *(missing(k, label, why) for k, label in keys)]
+        keys += [
+            (
+                "collective.variant_newest_window_leaders_overlap",
+                f"variant: overlap of the newest window's top {top_k} with the whole period's",
+            )
+        ]
+        leaders = Table("collective.leaders", LEADERS_TITLE.format(k=top_k), [], [], reason=why)
+        return [*out, *(missing(k, label, why) for k, label in keys), leaders]
     out.append(Scalar("collective.windows", "windows with an interaction graph", len(ranked)))
+    out += leaders_items(wh, society, tops, top_k)
     for k in sorted({1, 3, top_k}):
         out.append(
             Scalar(
@@ -166,6 +206,36 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     return out
 
 
+def leaders_items(wh: Warehouse, society: str, tops: dict[int, frozenset[str]], top_k: int) -> list[Item]:
+    """The whole period's top-k leaders, how many windows each led (was in that window's top k), and, as
+    a labelled variant, the Jaccard overlap of the newest window's top k with them."""
+    leaders = ranked_leaders(whole_period_pagerank(wh, society), top_k)
+    registered = wh.query(
+        "SELECT actor, any(JSONExtractString(body, 'name')) FROM events "
+        f"WHERE society = {quoted(society)} AND type = 'agent_registered' GROUP BY actor"
+    ).rows
+    names = {str(actor): str(name) for actor, name in registered}
+    led = [frozenset(t) for _, t in sorted(tops.items())]
+    table = Table(
+        "collective.leaders",
+        LEADERS_TITLE.format(k=top_k),
+        ["rank", "agent", "name", "PageRank", f"windows in the top {top_k}", "of windows"],
+        [
+            [i, agent, names.get(agent, ""), score, sum(1 for t in led if agent in t), len(led)]
+            for i, (agent, score) in enumerate(leaders, start=1)
+        ],
+    )
+    newest = led[-1] if led else frozenset()
+    return [
+        table,
+        Scalar(
+            "collective.variant_newest_window_leaders_overlap",
+            f"variant: Jaccard overlap of the newest window's top {top_k} with the whole period's",
+            jaccard(newest, frozenset(a for a, _ in leaders)),
+        ),
+    ]
+
+
 # --------------------------------------------------------------------- streaming vs batch
 
 
@@ -176,7 +246,7 @@ def agreement(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
         wh,
         f"SELECT toUnixTimestamp64Micro(window_start) AS w, metric, dim, value FROM metrics FINAL "
         f"WHERE society = {q} AND metric IN ('pagerank_top_share', 'topk_churn', 'super_nodes', 'events', "
-        f"'depth_hist', 'cascade_size_powerlaw')",
+        f"'depth_hist', 'thread_comments_powerlaw')",
     )
     if not stream:
         return [
@@ -227,7 +297,7 @@ def agreement(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     alpha = [
         float(r["value"])
         for r in stream
-        if r["metric"] == "cascade_size_powerlaw" and r["dim"] == "alpha" and int(r["w"]) == last_w
+        if r["metric"] == "thread_comments_powerlaw" and r["dim"] == "alpha" and int(r["w"]) == last_w
     ]
     if fit is not None and alpha:
         pairs["thread-size power-law alpha (last window)"].append((alpha[0], fit.alpha))

@@ -185,29 +185,37 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
 
 
 def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
+    """Births and deaths of 1- to 5-grams per day (view ``lexical_turnover_daily``).
+
+    Symmetric, as in the socialization study: among n-grams used at least twice, an n-gram is born on the
+    day of its first use and dies on the day after its last use; the first day of the observation period
+    censors births (the n-gram may be older) and its last day censors deaths (it may be used again), so
+    neither end inflates a rate. The means are over the days that have a rate (a rate is NULL on the
+    first day and when its denominator, the n-grams active that day or the day before, is 0).
+    """
     rows = records(
         wh,
         f"SELECT n, day, active, births, birth_rate, deaths, death_rate FROM lexical_turnover_daily "
         f"WHERE society = {quoted(society)} ORDER BY n, day",
     )
     if not rows:
-        reason = "no n-gram occurs twice in the society's texts (or the society has no text)"
+        reason = "the society has no post or comment"
         return [
             missing(f"lexical.birth_rate_n{n}", f"mean birth rate, {n}-grams", reason) for n in range(1, 6)
         ]
+    days = len({r["day"] for r in rows})
     out: list[Item] = []
     births: list[Series] = []
     deaths: list[Series] = []
     for n in range(1, 6):
         mine = [r for r in rows if int(r["n"]) == n]
         xs = [epoch(r["day"]) for r in mine]
-        # the first day is all births by definition; rates from the second day on
-        later = mine[1:]
-        b = [num(r["birth_rate"]) for r in later]
-        d = [num(r["death_rate"]) for r in later]
-        label_b, label_d = f"mean birth rate, {n}-grams (day 2 on)", f"mean death rate, {n}-grams"
-        if not later:
-            why = f"{n}-grams repeated in the society appear on one day only: a rate needs two days"
+        b = [num(r["birth_rate"]) for r in mine]
+        d = [num(r["death_rate"]) for r in mine]
+        label_b = f"mean birth rate, {n}-grams (first used that day / active that day)"
+        label_d = f"mean death rate, {n}-grams (last used the day before / active the day before)"
+        if days < 2:
+            why = "the observation period is one day: the first day censors births and deaths"
             out += [
                 missing(f"lexical.birth_rate_n{n}", label_b, why),
                 missing(f"lexical.death_rate_n{n}", label_d, why),
@@ -218,44 +226,55 @@ def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
             out.append(
                 Scalar(f"lexical.birth_rate_n{n}", label_b, float(np.mean(bv)))
                 if bv
-                else missing(f"lexical.birth_rate_n{n}", label_b, "no day after the first has text")
+                else missing(
+                    f"lexical.birth_rate_n{n}",
+                    label_b,
+                    f"no day after the first uses a {n}-gram that occurs at least twice",
+                )
             )
             out.append(
                 Scalar(f"lexical.death_rate_n{n}", label_d, float(np.mean(dv)))
                 if dv
-                else missing(f"lexical.death_rate_n{n}", label_d, "no two consecutive days have text")
+                else missing(
+                    f"lexical.death_rate_n{n}",
+                    label_d,
+                    f"no day before the last uses a {n}-gram that occurs at least twice",
+                )
             )
-        births.append(Series(f"n={n}", xs, [num(r["birth_rate"]) for r in mine]))
-        deaths.append(Series(f"n={n}", xs, [num(r["death_rate"]) for r in mine]))
-    days = len({r["day"] for r in rows})
+        births.append(Series(f"n={n}", xs, b))
+        deaths.append(Series(f"n={n}", xs, d))
     style = "points" if days == 1 else "line"
     for s in births + deaths:
         s.style = style  # type: ignore[assignment]
+    one_day = (
+        None if days > 1 else "the observation period is one day: the first day censors births and deaths"
+    )
     out.append(
         Figure(
             "lexical.birth",
-            "Lexical births per day (new n-grams / active n-grams)",
+            "Lexical births per day (n-grams first used that day / active that day)",
             "day (UTC)",
             "birth rate",
             births,
             x_kind="time",
+            reason=one_day,
         )
     )
     out.append(
         Figure(
             "lexical.death",
-            "Lexical deaths per day (n-grams gone / active the day before)",
+            "Lexical deaths per day (n-grams last used the day before / active the day before)",
             "day (UTC)",
             "death rate",
             deaths,
             x_kind="time",
-            reason=None if days > 1 else "deaths need two consecutive days with text",
+            reason=one_day,
         )
     )
     out.append(
         Table(
             "lexical.table",
-            "Lexical turnover per n and day",
+            "Lexical turnover per n and day (first day: births and deaths censored)",
             ["n", "day", "active", "births", "birth rate", "deaths", "death rate"],
             [
                 [

@@ -80,9 +80,16 @@ SETTINGS join_use_nulls = 1;
 -- lexical_turnover_daily: per society, n-gram length n (1..5) and UTC day, how the vocabulary turns over.
 -- Texts are post titles, post bodies and comments; tokens are the runs of Unicode letters and digits of
 -- the lower-cased text; an n-gram is n consecutive tokens of one text. Only n-grams occurring at least twice
--- in the society (global frequency >= 2) count. active = n-grams used that day; births = n-grams used for
--- the first time that day; birth_rate = births / active; deaths = n-grams used the day before but not this
--- day; death_rate = deaths / active the day before (NULL when the day before has no text).
+-- in the society (global frequency >= 2) count, for births and deaths alike. Births and deaths are
+-- symmetric (socialization study, arXiv 2602.14299, lexical turnover: an n-gram's life runs from its first
+-- to its last use): an n-gram is born on the day of its first use and dies on the day after its last use;
+-- a gap between two uses is neither a death nor a birth. The observation period is every calendar day from
+-- the society's first to its last day with a post or comment (days without text included, active = 0), and
+-- it censors both ends alike: a first use on the first day is no birth (the n-gram may be older), a last use
+-- on the last day is no death (it may be used again). Columns: active = n-grams used that day; births =
+-- n-grams first used that day; birth_rate = births / active; deaths = n-grams last used the day before;
+-- death_rate = deaths / active the day before. On the first day births, deaths and both rates are NULL; a
+-- rate is NULL when its denominator is 0.
 CREATE OR REPLACE VIEW lexical_turnover_daily AS
 WITH
     texts AS (
@@ -94,10 +101,17 @@ WITH
             WHERE type IN ('post_created', 'comment_created')
         )
     ),
-    -- each n-gram once, with the days it was used on (the n-grams are computed once: everything below
-    -- reads this aggregate)
+    -- the observation period of each society (read from the events: no need to tokenize twice)
+    span AS (
+        SELECT society, toDate(min(occurred_at)) AS first_day, toDate(max(occurred_at)) AS last_day
+        FROM events FINAL
+        WHERE type IN ('post_created', 'comment_created')
+        GROUP BY society
+    ),
+    -- each n-gram once, with the days it was used on, its first and its last day (the n-grams are computed
+    -- once: everything below reads this aggregate)
     kept AS (
-        SELECT society, n, gram, groupUniqArray(day) AS days
+        SELECT society, n, gram, groupUniqArray(day) AS days, min(day) AS born, max(day) AS last_used
         FROM
         (
             SELECT society, day, n, gram
@@ -112,35 +126,43 @@ WITH
         GROUP BY society, n, gram
         HAVING count() >= 2
     ),
-    -- per day: active n-grams, those used for the first time, and those still used the next day
+    -- per day, in one pass over the n-grams: used that day, used for the first time, last used the day
+    -- before (each n-gram contributes its days of use and the day after its last use)
     per_day AS (
         SELECT
-            society, n, used AS day,
-            count()                        AS active,
-            countIf(used = arrayMin(days)) AS births,
-            countIf(has(days, used + 1))   AS survive_next
+            society, n, d AS day,
+            countIf(d <= last_used) AS active,
+            countIf(d = born)       AS first_uses,
+            countIf(d > last_used)  AS last_uses
         FROM kept
-        ARRAY JOIN days AS used
+        ARRAY JOIN arrayPushBack(days, last_used + 1) AS d
         GROUP BY society, n, day
+    ),
+    calendar AS (
+        SELECT society, n, first_day, addDays(first_day, i) AS day
+        FROM span
+        ARRAY JOIN [1, 2, 3, 4, 5] AS n
+        ARRAY JOIN range(toUInt32(dateDiff('day', first_day, last_day) + 1)) AS i
     )
 SELECT
     society,
     n,
     day,
     active,
-    births,
-    births / active AS birth_rate,
-    if(prev_day = day - 1, prev_active - prev_survive, NULL) AS deaths,
-    if(prev_day = day - 1, deaths / prev_active, NULL) AS death_rate
+    if(day = first_day, NULL, first_uses) AS births,
+    if(day = first_day OR active = 0, NULL, first_uses / active) AS birth_rate,
+    if(day = first_day, NULL, last_uses) AS deaths,
+    if(day = first_day OR prev_active = 0, NULL, last_uses / prev_active) AS death_rate
 FROM
 (
+    -- the calendar has every day of the period, so the row before is the day before
     SELECT
-        society, n, day, active, births,
-        lagInFrame(day) OVER w          AS prev_day,
-        lagInFrame(active) OVER w       AS prev_active,
-        lagInFrame(survive_next) OVER w AS prev_survive
-    FROM per_day
-    WINDOW w AS (PARTITION BY society, n ORDER BY day ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+        c.society AS society, c.n AS n, c.day AS day, c.first_day AS first_day,
+        u.active AS active, u.first_uses AS first_uses, u.last_uses AS last_uses,
+        lagInFrame(u.active) OVER w AS prev_active
+    FROM calendar AS c
+    LEFT JOIN per_day AS u ON c.society = u.society AND c.n = u.n AND c.day = u.day
+    WINDOW w AS (PARTITION BY c.society, c.n ORDER BY c.day ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 );
 
 -- texts: every agent-written text once: a post (title and body joined by a newline) or a comment (body), with

@@ -131,8 +131,9 @@ def test_views_are_created_idempotently(stored: tuple[Any, list[Event]]):
 TOKEN = re.compile(r"[^\W_]+")
 
 
-def _turnover_python(events: list[Event]) -> dict[tuple[int, date], tuple[int, int, int | None]]:
-    """(n, day) -> (active, births, deaths) by the definition, read directly from the events."""
+def _turnover_python(events: list[Event]) -> dict[tuple[int, date], tuple[int, int | None, int | None]]:
+    """(n, day) -> (active, births, deaths) by the definition, read directly from the events: every day of
+    the period; born on the first use, dead the day after the last use; the first day censors both."""
     texts: list[tuple[date, str]] = []
     for e in events:
         b: Any = e.body
@@ -141,7 +142,9 @@ def _turnover_python(events: list[Event]) -> dict[tuple[int, date], tuple[int, i
             texts += [(d, b.title), (d, b.content)]
         elif e.type == "comment_created":
             texts.append((d, b.content))
-    out: dict[tuple[int, date], tuple[int, int, int | None]] = {}
+    lo, hi = min(d for d, _ in texts), max(d for d, _ in texts)
+    days = [lo + timedelta(days=i) for i in range((hi - lo).days + 1)]
+    out: dict[tuple[int, date], tuple[int, int | None, int | None]] = {}
     for n in range(1, 6):
         freq: Counter[str] = Counter()
         days_of: dict[str, set[date]] = defaultdict(set)
@@ -151,16 +154,12 @@ def _turnover_python(events: list[Event]) -> dict[tuple[int, date], tuple[int, i
                 g = " ".join(tokens[i : i + n])
                 freq[g] += 1
                 days_of[g].add(d)
-        active: dict[date, set[str]] = defaultdict(set)
-        for g, ds in days_of.items():
-            if freq[g] >= 2:
-                for d in ds:
-                    active[d].add(g)
-        first = Counter(min(days_of[g]) for g in days_of if freq[g] >= 2)
-        for d, grams in active.items():
-            prev = active.get(d - timedelta(days=1))
-            deaths = None if prev is None else len(prev - grams)
-            out[(n, d)] = (len(grams), first.get(d, 0), deaths)
+        kept = [ds for g, ds in days_of.items() if freq[g] >= 2]
+        first = Counter(min(ds) for ds in kept)
+        died = Counter(max(ds) + timedelta(days=1) for ds in kept)
+        for d in days:
+            active = sum(1 for ds in kept if d in ds)
+            out[(n, d)] = (active, None, None) if d == lo else (active, first.get(d, 0), died.get(d, 0))
     return out
 
 
@@ -172,10 +171,10 @@ def test_lexical_turnover_follows_the_studies_definition(stored: tuple[Any, list
     ).result_rows
     got = {(n, d): (a, b, x) for n, d, a, b, x, _, _ in rows}
     assert got == _turnover_python(events)
-    for _n, _d, a, b, x, br, dr in rows:
-        assert br == pytest.approx(b / a)
-        if x is None:
-            assert dr is None
+    prev = {(n, d + timedelta(days=1)): a for n, d, a, *_ in rows}
+    for n, d, a, b, x, br, dr in rows:
+        assert br == (None if b is None or a == 0 else pytest.approx(b / a))
+        assert dr == (None if x is None or not prev.get((n, d)) else pytest.approx(x / prev[(n, d)]))
     assert any(r[4] for r in rows)  # the samples span several days: some n-grams die
 
 
@@ -192,11 +191,13 @@ def test_lexical_turnover_on_three_hand_made_days(tmp_path_factory: pytest.TempP
         for i, (t, txt) in enumerate(zip(at, texts, strict=True))
     ]  # fmt: skip
     by_hand = {
-        (1, date(2026, 3, 1)): (3, 3, None),  # a b c, all new
-        (1, date(2026, 3, 2)): (3, 1, 1),  # a b d; d new; c died
-        (1, date(2026, 3, 4)): (3, 0, None),  # a b d; day 3 has no text
-        (2, date(2026, 3, 1)): (2, 2, None),  # "a b", "b c"
+        (1, date(2026, 3, 1)): (3, None, None),  # a b c; the first day censors births and deaths
+        (1, date(2026, 3, 2)): (3, 1, 1),  # a b d; d new; c (last used day 1) died
+        (1, date(2026, 3, 3)): (0, 0, 0),  # no text; a, b, d are used again on day 4: no death
+        (1, date(2026, 3, 4)): (3, 0, 0),  # a b d; the last day censors their deaths
+        (2, date(2026, 3, 1)): (2, None, None),  # "a b", "b c"
         (2, date(2026, 3, 2)): (1, 0, 1),  # "a b" ("b d" occurs once: dropped); "b c" died
-        (2, date(2026, 3, 4)): (1, 0, None),  # "a b" ("d a" once)
+        (2, date(2026, 3, 3)): (0, 0, 0),
+        (2, date(2026, 3, 4)): (1, 0, 0),  # "a b" ("d a" once)
     }
     assert {k: v for k, v in _turnover_python(events).items() if k[0] <= 2} == by_hand
