@@ -1,21 +1,150 @@
 """Cooperation events (Molt Dynamics): technical threads worked on by several agents, and their quality.
 
-The views ``cooperation_events`` and ``cooperation_baseline`` (sinks/molt_dynamics.sql, where the rule,
-the keyword list and the quality flags are written down) do the work; this module reads their counts,
-means and variances and computes Cohen's d of quality: cooperation events against the single-agent
-baseline (technical posts that are not cooperation events, quality of the post text alone), with the
-pooled sample standard deviation ``sqrt(((n1 - 1) s1^2 + (n2 - 1) s2^2) / (n1 + n2 - 2))``.
+Published definition (the keys that carry the published 164 events, 6.7% and d = -0.88), as the public
+code computes it (YCRG-Labs/molt-dynamics, ``src/molt_dynamics/rq3_collaboration.py``):
+
+- events: ``CollaborationIdentifier.identify_collaborative_events`` (>= 5 comments, >= 3 participants
+  counting the post's author, >= 30 minutes from the first to the last time of the thread, a technical
+  keyword anywhere in the thread's text); the view ``cooperation_md_events`` (sinks/superminds.sql)
+  writes the rule down and extracts each event's solution as ``_extract_solution`` does (the last comment
+  with a backtick, else the last comment);
+- quality: ``SolutionAssessor.assess_code_solution`` of that solution text alone (``assess_solution``
+  below, the code's regular expressions verbatim): 0.3 has_code + 0.2 has_comments + 0.3 has_tests +
+  0.2 syntax_valid (balanced brackets); an empty solution is not scored (``quality_score`` stays None);
+- success: quality > 0.5; success rate = successes / scored events (``bootstrap_success_rate``);
+- test against 0.5: ``BaselineComparator.compare_quality_distributions``: one-sample t-test of the scored
+  qualities against 0.5 (scipy ``ttest_1samp``), the Wilcoxon signed-rank test of quality - 0.5, and
+  Cohen's d = (mean - 0.5) / SD (ddof 1); the code refuses fewer than 5 scored events.
+
+The published "6.7% (p = 0.057)" carries no published value here: a t-test of 164 events at d = -0.88
+gives p of about 1e-22, and the code's other test (``BaselineComparator.permutation_test``) permutes the
+scores and compares their mean with the observed one, which differs only by float rounding, so its p
+depends on summation order and cannot be reproduced.
+
+Variant (labelled, never with a published value): the earlier computation of this project, quality of
+the whole thread's text (views ``cooperation_events`` / ``cooperation_baseline`` in molt_dynamics.sql)
+and Cohen's d against technical posts that are not events (pooled sample SD).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
 
 from report.model import Item, Scalar, Table
 from report.source import Warehouse, quoted
 
 FLAGS = ("has_code", "has_comments", "has_tests", "balanced")
+SOLUTION_FLAGS = ("has_code", "has_comments", "has_tests", "syntax_valid")
+BASELINE = 0.5  # compare_quality_distributions: "random chance would give 0.5 quality score"
+MIN_SCORED = 5  # compare_quality_distributions returns 'insufficient_data' below this
+
+_CODE = re.compile(r"```|`[^`]+`")
+_COMMENT = re.compile(r"#.*|//.*|/\*.*\*/")
+_TESTS = re.compile(r"test|assert|expect")
+_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+
+
+@dataclass(frozen=True)
+class SolutionScore:
+    """``SolutionAssessor.assess_code_solution`` of one solution text."""
+
+    has_code: bool
+    has_comments: bool
+    has_tests: bool
+    syntax_valid: bool
+
+    @property
+    def quality(self) -> float:
+        # the code's own sum, in its order (floats: 0.3 + 0.2 is exactly 0.5, so "> 0.5" has no edge)
+        return sum(
+            [self.has_code * 0.3, self.has_comments * 0.2, self.has_tests * 0.3, self.syntax_valid * 0.2]
+        )
+
+
+def check_syntax(code: str) -> bool:
+    """``SolutionAssessor._check_syntax``: (), [] and {} balanced and properly nested."""
+    stack: list[str] = []
+    for char in code:
+        if char in _BRACKETS:
+            stack.append(_BRACKETS[char])
+        elif char in _BRACKETS.values() and (not stack or stack.pop() != char):
+            return False
+    return not stack
+
+
+def assess_solution(code: str) -> SolutionScore:
+    """The flags of ``assess_code_solution`` (its regular expressions, on the whole solution text)."""
+    return SolutionScore(
+        has_code=bool(_CODE.search(code)),
+        has_comments=bool(_COMMENT.search(code)),
+        has_tests=bool(_TESTS.search(code.lower())),
+        syntax_valid=check_syntax(code),
+    )
+
+
+@dataclass(frozen=True)
+class Published:
+    """The published statistics of a society's events (see module docstring); a reason where undefined."""
+
+    events: int
+    scores: list[float]
+    flags: list[float | None]
+    success_rate: float | str
+    mean: float | str
+    t_p: float | str
+    wilcoxon_p: float | str
+    cohens_d: float | str
+
+
+def published_stats(events: int, solutions: list[SolutionScore]) -> Published:
+    """Success rate, mean quality, the t-test and Wilcoxon p-values and Cohen's d against 0.5."""
+    scores = [s.quality for s in solutions]
+    n = len(scores)
+    flags: list[float | None] = [
+        float(np.mean([getattr(s, f) for s in solutions])) if n else None for f in SOLUTION_FLAGS
+    ]
+    none = (
+        "no cooperation events (threads with >= 5 comments, >= 3 agents, >= 30 minutes, technical)"
+        if not events
+        else "no event has a solution text to score (every extracted solution is empty)"
+    )
+    if not n:
+        return Published(events, scores, flags, none, none, none, none, none)
+    arr = np.asarray(scores, dtype=float)
+    rate = float(np.mean(arr > BASELINE))
+    mean = float(arr.mean())
+    if n < MIN_SCORED:
+        few = f"the public code tests against 0.5 from {MIN_SCORED} scored events on ({n} here)"
+        return Published(events, scores, flags, rate, mean, few, few, few)
+    sd = float(arr.std(ddof=1))
+    if not sd > 1e-12:  # qualities are sums of 0.2 and 0.3: any real spread is far above this
+        same = f"every scored event has quality {mean:g}: no spread, the tests against 0.5 are undefined"
+        return Published(events, scores, flags, rate, mean, same, same, same)
+    t_p = float(stats.ttest_1samp(arr, BASELINE).pvalue)
+    diffs = arr - BASELINE
+    if np.all(np.abs(diffs) < 1e-12):
+        w_p: float | str = "every quality is 0.5: the Wilcoxon test is undefined"
+    else:
+        w_p = float(stats.wilcoxon(diffs).pvalue)
+    return Published(events, scores, flags, rate, mean, t_p, w_p, (mean - BASELINE) / sd)
+
+
+def published(wh: Warehouse, society: str) -> Published:
+    """The events of ``cooperation_md_events`` with their solutions scored here (text read as data)."""
+    rows = wh.query(
+        "SELECT post_id, solution FROM cooperation_md_events "
+        f"WHERE society = {quoted(society)} ORDER BY post_id"
+    ).rows
+    solutions = [assess_solution(str(text)) for _pid, text in rows if str(text)]
+    return published_stats(len(rows), solutions)
+
+
+# --- variant: quality of the whole thread against unmatched technical posts ----------------------------
 
 
 @dataclass(frozen=True)
@@ -64,55 +193,100 @@ def cohens_d(n1: int, mean1: float, var1: float, n2: int, mean2: float, var2: fl
     return (mean1 - mean2) / math.sqrt(pooled)
 
 
-def items(wh: Warehouse, society: str) -> list[Item]:
-    """Event count, success rate, mean qualities, Cohen's d, and the flags of both groups."""
+def _scalar(key: str, label: str, value: float | int | str) -> Scalar:
+    if isinstance(value, str):
+        return Scalar(key, label, None, value)
+    return Scalar(key, label, value)
+
+
+def _published_items(pub: Published) -> list[Item]:
+    n = len(pub.scores)
+    return [
+        Scalar("cooperation.events", "Cooperation events (public Molt Dynamics code)", pub.events),
+        Scalar("cooperation.scored_events", "Events with a solution text to score", n),
+        _scalar(
+            "cooperation.success_rate",
+            "Share of scored events whose extracted solution has quality > 0.5",
+            pub.success_rate,
+        ),
+        _scalar("cooperation.mean_quality", "Mean quality of the extracted solutions", pub.mean),
+        _scalar(
+            "cooperation.p_value",
+            "p-value against 0.5: one-sample t-test of solution quality (compare_quality_distributions; "
+            "not the test behind the published p = 0.057, which 164 events at d = -0.88 could not give)",
+            pub.t_p,
+        ),
+        _scalar(
+            "cooperation.wilcoxon_p",
+            "p-value against 0.5: Wilcoxon signed-rank test of quality - 0.5",
+            pub.wilcoxon_p,
+        ),
+        _scalar(
+            "cooperation.cohens_d",
+            "Cohen's d of solution quality against the 0.5 baseline: (mean - 0.5) / SD",
+            pub.cohens_d,
+        ),
+        Table(
+            "cooperation.solution_flags",
+            "Extracted solutions: share of scored events with each quality flag (public Molt Dynamics code)",
+            ["scored events", "success rate", "mean quality", *SOLUTION_FLAGS],
+            [
+                [
+                    n,
+                    pub.success_rate if not isinstance(pub.success_rate, str) else None,
+                    pub.mean if not isinstance(pub.mean, str) else None,
+                    *pub.flags,
+                ]
+            ],
+            None if n else (pub.success_rate if isinstance(pub.success_rate, str) else None),
+        ),
+    ]
+
+
+def _variant_items(wh: Warehouse, society: str) -> list[Item]:
     ev = summary(wh, "cooperation_events", society)
     base = summary(wh, "cooperation_baseline", society)
     no_events = "no cooperation events (threads with >= 5 comments, >= 3 agents, >= 30 minutes, technical)"
     no_base = "no technical post outside cooperation events"
-    out: list[Item] = [
-        Scalar("cooperation.events", "Cooperation events", ev.n),
-        Scalar(
-            "cooperation.success_rate",
-            "Share of cooperation events with quality > 0.5",
-            ev.success_rate,
-            None if ev.n else no_events,
-        ),
-        Scalar(
-            "cooperation.mean_quality",
-            "Mean quality of cooperation events",
-            ev.mean,
-            None if ev.n else no_events,
-        ),
-        Scalar("cooperation.baseline_posts", "Single-agent baseline: technical posts", base.n),
-        Scalar(
-            "cooperation.baseline_mean_quality",
-            "Mean quality of baseline posts",
-            base.mean,
-            None if base.n else no_base,
-        ),
-    ]
     if ev.mean is None or base.mean is None:
         d: float | str = no_events if not ev.n else no_base
     else:
         d = cohens_d(ev.n, ev.mean, ev.var or 0.0, base.n, base.mean, base.var or 0.0)
-    out.append(
+    v = "cooperation.variant_thread."
+    return [
+        Scalar(v + "events", "variant: cooperation events (keywords at word starts)", ev.n),
         Scalar(
-            "cooperation.cohens_d",
-            "Cohen's d of quality, cooperation events vs single-agent baseline",
-            d if isinstance(d, float) else None,
-            d if isinstance(d, str) else None,
-        )
-    )
-    out.append(
+            v + "success_rate",
+            "variant: share of events whose whole thread has quality > 0.5",
+            ev.success_rate,
+            None if ev.n else no_events,
+        ),
+        Scalar(
+            v + "mean_quality",
+            "variant: mean quality of the whole thread's text",
+            ev.mean,
+            None if ev.n else no_events,
+        ),
+        Scalar(v + "baseline_posts", "variant: technical posts that are not events (unmatched)", base.n),
+        Scalar(
+            v + "baseline_mean_quality",
+            "variant: mean quality of those posts' own text",
+            base.mean,
+            None if base.n else no_base,
+        ),
+        _scalar(v + "cohens_d", "variant: Cohen's d, thread quality vs unmatched technical posts", d),
         Table(
-            "cooperation.flags",
-            "Quality flags: share of cooperation events and of baseline posts",
+            v + "flags",
+            "variant: quality flags of whole threads and of unmatched technical posts",
             ["group", "n", "success rate", "mean quality", *FLAGS],
             [
-                ["cooperation events", ev.n, ev.success_rate, ev.mean, *ev.flags],
-                ["single-agent baseline", base.n, base.success_rate, base.mean, *base.flags],
+                ["cooperation events (whole thread)", ev.n, ev.success_rate, ev.mean, *ev.flags],
+                ["unmatched technical posts", base.n, base.success_rate, base.mean, *base.flags],
             ],
-        )
-    )
-    return out
+        ),
+    ]
+
+
+def items(wh: Warehouse, society: str) -> list[Item]:
+    """The published definition's items, then the labelled whole-thread variant."""
+    return [*_published_items(published(wh, society)), *_variant_items(wh, society)]

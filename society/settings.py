@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     )
     llm_server_port: int = Field(default=0, ge=0, le=65535, description="local model server port (0: free)")
     llm_server_threads: int | None = Field(default=None, ge=1, description="CPU threads of the local server")
+    report_judge_comments: int = Field(
+        default=10, ge=0, le=5000, description="comments the report's LLM judge rates (Superminds; 0: off)"
+    )
 
     # --- metrics ------------------------------------------------------------------------------
     window_seconds: float = Field(
