@@ -8,20 +8,43 @@ from __future__ import annotations
 from report.model import Scalar
 
 MOLT_DYNAMICS = "Molt Dynamics (770k agents, 3 weeks)"
-LI_CRAWL = "Li 2026 crawl: 91,792 posts, 405,707 comments (reference-stats a4)"
+LI_A1 = "Li 2026 crawl of 91,792 posts (ln9527/moltbook-research results/a1_platform_stats.json)"
+LI_A4 = "Li 2026 crawl of 91,792 posts (ln9527/moltbook-research results/a4_thread_structure.json)"
+LI_B1 = (
+    "Li 2026, The Moltbook Illusion: 7,807 authors with >= 3 posts (ln9527/moltbook-research "
+    "results/b1_temporal_signal_v2.json; method: paper/supplementary_information.md S4)"
+)
 
 PUBLISHED: dict[str, tuple[float, str]] = {
-    "threads.share_posts_without_comment": (1 - 0.4075, LI_CRAWL),
-    "threads.share_top_level_comments": (0.9404, LI_CRAWL),
-    "threads.share_reply_comments": (0.0562 + 0.0034, LI_CRAWL),
-    "threads.share_depth_3_plus_comments": (0.0034, LI_CRAWL),
-    "threads.comments_per_post": (405_707 / 91_792, LI_CRAWL),
-    "threads.max_depth": (9, LI_CRAWL + " (8 counting top-level as 0)"),
-    "roles.k": (6, MOLT_DYNAMICS),
-    "roles.silhouette": (0.91, MOLT_DYNAMICS),
-    "roles.peripheral_share": (0.935, MOLT_DYNAMICS),
+    # threads.share_posts_without_comment has no published value: the crawl's 59.25% counts the platform's
+    # comment_count of each post, not the comments present; reference.share_posts_without_comment does.
+    "threads.share_top_level_comments": (0.9404, LI_A4 + ", depth 0 of all crawled comments"),
+    "threads.share_reply_comments": (0.0562 + 0.0034, LI_A4 + ", depth >= 1 of all crawled comments"),
+    "threads.share_depth_3_plus_comments": (0.0034, LI_A4 + ", depth >= 2 of all crawled comments"),
+    "threads.comments_per_post": (405_707 / 91_792, LI_A1 + ": comments crawled / posts"),
+    "threads.max_depth": (9, LI_A4 + " (8 counting top-level as 0)"),
+    "reference.share_posts_without_comment": (1 - 0.4075, LI_A4 + ", by the platform's comment_count"),
+    "reference.mean_comment_count": (23.309177270350357, LI_A1 + ", comments_per_post_mean (comment_count)"),
+    "reference.posts_per_author_mean": (4.129573391178598, LI_A1),
+    "reference.posts_per_author_median": (2.0, LI_A1),
+    "reference.posts_per_author_gini": (0.6096684006583768, LI_A1),
+    "reference.post_upvotes_gini": (0.9699230681978657, LI_A1),
+    "reference.comment_upvotes_gini": (0.9720007749282831, LI_A1),
+    "rhythm.autonomous_share": (0.1615 + 0.1035, LI_B1 + ": very regular 16.15% + regular 10.35%"),
+    "rhythm.cv_median": (0.8599, LI_B1),
+    "rhythm.cv_mean": (1.0193, LI_B1),
+    "rhythm.share_very_regular": (0.1615, LI_B1),
+    "rhythm.share_regular": (0.1035, LI_B1),
+    "rhythm.share_mixed": (0.3665, LI_B1),
+    "rhythm.share_irregular": (0.2701, LI_B1),
+    "rhythm.share_very_irregular": (0.0984, LI_B1),
+    # all 90,704 active agents, isolated ones with zero features (the public code's method: report/roles.py)
+    "roles.k": (6, MOLT_DYNAMICS + ", all active agents"),
+    "roles.silhouette": (0.91, MOLT_DYNAMICS + ", all active agents"),
+    "roles.peripheral_share": (0.935, MOLT_DYNAMICS + ", all active agents"),
     "cascades.alpha": (2.57, MOLT_DYNAMICS + ", +/- 0.02"),
-    "cascades.count": (10_323, MOLT_DYNAMICS),
+    # "10,323 propagation events": the events of the paper's Cox model (report/cascades.py says how counted)
+    "cascades.propagation_events": (10_323, MOLT_DYNAMICS),
     "saturation.cox_hazard_ratio": (0.53, MOLT_DYNAMICS),
     "saturation.cox_concordance": (0.78, MOLT_DYNAMICS),
     "cooperation.events": (164, MOLT_DYNAMICS),

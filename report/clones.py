@@ -1,0 +1,198 @@
+"""Clone swarms: groups of near-duplicate posts and comments written by several agents.
+
+Method (ours: no MoltBook study published this figure, so nothing here carries a published value):
+
+- texts: posts (title and content) and comments (content) of at least ``MIN_WORDS`` words; words are
+  runs of letters and digits, lower-cased; a text is the set of its word 3-shingles (view ``clone_items``);
+- near-duplicates: two shingle sets with Jaccard similarity >= ``THRESHOLD``. Candidates come from
+  MinHash signatures (64 permutations) with locality-sensitive hashing in 16 bands of 4 rows (view
+  ``clone_pairs``: 99.98% of pairs at Jaccard 0.8 become candidates); each candidate's exact Jaccard
+  decides. Identical shingle sets (copies up to case and punctuation) are one set (view ``clone_sets``);
+- swarm: a connected component of the near-duplicate graph over shingle sets (single linkage: a chain of
+  edits is one swarm) whose texts were written by at least 2 distinct agents. An agent repeating itself
+  alone is not a swarm.
+
+Reported: the threshold and parameters, the number of swarms, their sizes (texts), the agents per swarm,
+and the share of all posts and of all comments that belong to a swarm (the denominators count every post
+and comment, short ones too). The table names swarms by their earliest text's id and never shows agent
+text.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from report.common import missing, records
+from report.model import Figure, Item, Scalar, Series, Table
+from report.source import Warehouse, quoted
+
+THRESHOLD = 0.8  # Jaccard similarity of word 3-shingle sets
+MIN_WORDS = 5  # the view clone_items keeps texts of at least this many words
+SHINGLE = 3
+PERMUTATIONS, BANDS, ROWS = 64, 16, 4  # as in the views clone_sets / clone_pairs
+MIN_AUTHORS = 2
+TOP = 20
+
+
+@dataclass
+class Swarm:
+    texts: int = 0
+    posts: int = 0
+    comments: int = 0
+    sets: int = 0
+    authors: set[str] = field(default_factory=set)
+    first_id: str = ""
+    first_at: str = ""
+
+
+def swarms(members: list[tuple[int, str, str, int, str, str]], pairs: list[tuple[int, int]]) -> list[Swarm]:
+    """Connected components of shingle sets linked by ``pairs``, with >= ``MIN_AUTHORS`` agents.
+
+    ``members``: (set hash, kind, actor, texts, first item id, first time) per set, kind and actor;
+    ``pairs``: near-duplicate set pairs. Largest swarm first."""
+    index: dict[int, int] = {}
+    for h, *_ in members:
+        index.setdefault(h, len(index))
+    for a, b in pairs:
+        index.setdefault(a, len(index))
+        index.setdefault(b, len(index))
+    n = len(index)
+    if n == 0:
+        return []
+    rows = np.array([index[a] for a, _ in pairs], dtype=np.int64)
+    cols = np.array([index[b] for _, b in pairs], dtype=np.int64)
+    graph = coo_matrix((np.ones(len(pairs)), (rows, cols)), shape=(n, n))
+    _, label = connected_components(graph, directed=False)
+    found: dict[int, Swarm] = defaultdict(Swarm)
+    sets: dict[int, set[int]] = defaultdict(set)
+    for h, kind, actor, texts, first_id, first_at in members:
+        s = found[int(label[index[h]])]
+        sets[int(label[index[h]])].add(h)
+        s.texts += texts
+        if kind == "post":
+            s.posts += texts
+        else:
+            s.comments += texts
+        s.authors.add(actor)
+        if not s.first_at or (first_at, first_id) < (s.first_at, s.first_id):
+            s.first_at, s.first_id = first_at, first_id
+    for comp, hashes in sets.items():
+        found[comp].sets = len(hashes)
+    out = [s for s in found.values() if len(s.authors) >= MIN_AUTHORS]
+    return sorted(out, key=lambda s: (-s.texts, -len(s.authors), s.first_at, s.first_id))
+
+
+def items(wh: Warehouse, society: str) -> list[Item]:
+    q = quoted(society)
+    totals = records(
+        wh,
+        f"SELECT countIf(type = 'post_created') AS posts, countIf(type = 'comment_created') AS comments "
+        f"FROM events FINAL WHERE society = {q}",
+    )[0]
+    n_posts, n_comments = int(totals["posts"]), int(totals["comments"])
+    params: list[Item] = [
+        Scalar(
+            "clones.threshold",
+            f"near-duplicate threshold (Jaccard of word {SHINGLE}-shingle sets)",
+            THRESHOLD,
+        ),
+        Scalar("clones.min_words", "shortest text considered (words)", MIN_WORDS),
+    ]
+    member_rows = records(
+        wh,
+        "SELECT set_hash, kind, actor, count() AS texts, "
+        "argMin(item_id, (occurred_at, item_id)) AS first_id, "
+        f"toString(min(occurred_at)) AS first_at FROM clone_items WHERE society = {q} "
+        "GROUP BY set_hash, kind, actor",
+    )
+    keys = [
+        ("clones.swarms", f"clone swarms (near-duplicate groups spanning >= {MIN_AUTHORS} agents)"),
+        ("clones.share_posts", "share of all posts that belong to a swarm"),
+        ("clones.share_comments", "share of all comments that belong to a swarm"),
+    ]
+    if not member_rows:
+        why = f"the society has no post or comment of {MIN_WORDS} or more words"
+        return params + [missing(k, label, why) for k, label in keys]
+    members = [
+        (
+            int(r["set_hash"]),
+            str(r["kind"]),
+            str(r["actor"]),
+            int(r["texts"]),
+            str(r["first_id"]),
+            str(r["first_at"]),
+        )
+        for r in member_rows
+    ]
+    pairs = [
+        (int(r["set_a"]), int(r["set_b"]))
+        for r in records(
+            wh, f"SELECT set_a, set_b FROM clone_pairs WHERE society = {q} AND jaccard >= {THRESHOLD!r}"
+        )
+    ]
+    found = swarms(members, pairs)
+    in_posts = sum(s.posts for s in found)
+    in_comments = sum(s.comments for s in found)
+    out: list[Item] = [
+        *params,
+        Scalar(
+            "clones.texts",
+            f"texts considered (posts and comments of >= {MIN_WORDS} words)",
+            sum(m[3] for m in members),
+        ),
+        Scalar(keys[0][0], keys[0][1], len(found)),
+        Scalar(keys[1][0], keys[1][1], in_posts / n_posts)
+        if n_posts
+        else missing(keys[1][0], keys[1][1], "the society has no post"),
+        Scalar(keys[2][0], keys[2][1], in_comments / n_comments)
+        if n_comments
+        else missing(keys[2][0], keys[2][1], "the society has no comment"),
+    ]
+    if not found:
+        return out
+    sizes = np.array([s.texts for s in found], dtype=float)
+    authors = np.array([len(s.authors) for s in found], dtype=float)
+    out += [
+        Scalar("clones.largest", "texts in the largest swarm", int(sizes.max())),
+        Scalar("clones.median_size", "median texts per swarm", float(np.median(sizes))),
+        Scalar("clones.median_authors", "median agents per swarm", float(np.median(authors))),
+        Scalar("clones.max_authors", "most agents in one swarm", int(authors.max())),
+        Table(
+            key="clones.top",
+            title=f"Largest clone swarms (Jaccard >= {THRESHOLD:g}; named by their earliest text)",
+            columns=[
+                "earliest text id",
+                "first seen (UTC)",
+                "texts",
+                "posts",
+                "comments",
+                "agents",
+                "distinct texts",
+            ],
+            rows=[
+                [s.first_id, s.first_at, s.texts, s.posts, s.comments, len(s.authors), s.sets]
+                for s in found[:TOP]
+            ],
+        ),
+    ]
+    size_counts: dict[int, int] = defaultdict(int)
+    for s in found:
+        size_counts[s.texts] += 1
+    xs = sorted(size_counts)
+    out.append(
+        Figure(
+            key="clones.sizes",
+            title="Clone swarm sizes",
+            x_label="texts in the swarm",
+            y_label="swarms",
+            log_x=True,
+            log_y=True,
+            series=[Series("swarms", [float(x) for x in xs], [float(size_counts[x]) for x in xs], "points")],
+        )
+    )
+    return out
