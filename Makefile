@@ -46,7 +46,7 @@ demo: $(STAMP) ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 d
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
 	  "SELECT max_depth AS depth, count() AS posts, round(100 * count() / sum(count()) OVER (), 2) AS pct FROM threads WHERE society = 'demo' GROUP BY depth ORDER BY depth"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
-	  "SELECT window_start, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('cascade_size_powerlaw') AND dim IN ('alpha', 'xmin') ORDER BY window_start DESC, dim LIMIT 6"
+	  "SELECT window_start, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('thread_comments_powerlaw') AND dim IN ('alpha', 'xmin') ORDER BY window_start DESC, dim LIMIT 6"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
 	  "SELECT window_start, metric, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('pagerank_top_share', 'topk_churn', 'share_no_comment') ORDER BY window_start DESC, metric, dim LIMIT 10"
 	@echo; echo "== The MoltBook studies' diagnostics of this society (society report)"
@@ -73,10 +73,11 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events, LLM agents tokens/s (bench.*)
+bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events and on the real crawl, LLM agents tokens/s (bench.*)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.dashboard
 	$(BIN)/python -m bench.report
+	$(BIN)/python -m bench.crawl_report
 	$(BIN)/python -m bench.llm
 
 clean: ## Remove the virtualenv and local state

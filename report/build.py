@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from report import cascades, collective, cooperation, individual, roles, social
+from report import cascades, collective, cooperation, individual, platform_patterns, roles, social, superminds
 from report.embeddings import Encoder, ensure_embeddings
 from report.model import Item, Report, Scalar, Section
 from report.published import annotate
@@ -75,22 +75,24 @@ SPECS: list[Spec] = [
     Spec(
         "collective",
         "Collective layer",
-        "PageRank on each window's interaction graph: share of the top "
-        "nodes, churn of the top-k set, super-nodes and their persistence.",
+        "PageRank on each window's interaction graph: share of the top nodes, churn of the top-k set, "
+        "super-nodes and their persistence; the leaders of the whole observation period.",
         collective.items,
     ),
     Spec(
         "roles",
         "Structural roles",
-        "Per agent in-degree, out-degree, betweenness, clustering and PageRank "
-        "on the interaction graph; k-means with k chosen by silhouette (Molt Dynamics).",
+        "Per active agent in-degree, out-degree, betweenness, clustering and PageRank on the interaction "
+        "graph (0 for agents without an edge); k-means with k chosen by silhouette (Molt Dynamics); the "
+        "graph-only population as a labelled variant.",
         roles.items,
     ),
     Spec(
         "cascades",
         "Information cascades and saturation",
-        "Meme, skill and behavioural cascades, their "
-        "power-law fit, and whether adoption saturates with exposure (logistic model, Cox model).",
+        "Meme, skill and behavioural cascades, their power-law fit, and whether adoption saturates with "
+        "exposure: the published logistic and Cox models, beside a Cox model with time-varying exposure and "
+        "a permutation null (shuffled adoption times).",
         cascades.items,
     ),
     Spec(
@@ -99,6 +101,20 @@ SPECS: list[Spec] = [
         "Technical threads with at least 5 comments, 3 participants and "
         "30 minutes, scored for quality (Molt Dynamics).",
         cooperation.items,
+    ),
+    Spec(
+        "superminds",
+        "Superminds: threads and reply quality",
+        "Thread depth and unique repliers by post popularity (upvote bins, the paper's Figure 5) and the "
+        "quality of replies as the paper's LLM judge rates them (Superminds).",
+        superminds.items,
+    ),
+    Spec(
+        "patterns",
+        "Clone swarms, posting rhythm and burstiness",
+        "Near-duplicate texts across authors, the regularity of each agent's posting gaps and the "
+        "burstiness of activity: MoltBook analyses beyond the three studies.",
+        platform_patterns.items,
     ),
     Spec(
         "agreement",

@@ -29,11 +29,12 @@ from sklearn.preprocessing import StandardScaler
 from stored_events import open_chdb, store_events
 from test_importers import DATA, DETAIL, KELKALOT
 
-from report import cascades, cooperation, roles
+from report import cascades, cooperation, roles, saturation
 from report.model import Figure, Item, Scalar, Table
 from report.source import ClientWarehouse
 from schemas.events import CommentCreated, Event, PostCreated
 from schemas.ids import uuid7
+from streams.powerlaw_fit import ALPHA_MAX
 
 SYN = "molt"
 REAL = "moltreal"
@@ -453,11 +454,11 @@ def test_roles_clustering_matches_scikit_learn_on_networkx_features(
         assert got.silhouette == pytest.approx(scores[k_best], rel=1e-6)
         assert got.silhouette == pytest.approx(numpy_silhouette(z, labels[k_best]), rel=1e-6)
 
-        s = scalars(roles.items(wh, soc))
-        assert s["roles.k"].value == k_best
-        assert s["roles.silhouette"].value == pytest.approx(scores[k_best], rel=1e-6)
+        s = scalars(roles.items(wh, soc))  # graph agents only: the labelled variant (test_roles.py: study)
+        assert s["roles.variant_graph_only.k"].value == k_best
+        assert s["roles.variant_graph_only.silhouette"].value == pytest.approx(scores[k_best], rel=1e-6)
         share = np.bincount(labels[k_best]).max() / len(z)
-        assert s["roles.peripheral_share"].value == pytest.approx(share)
+        assert s["roles.variant_graph_only.peripheral_share"].value == pytest.approx(share)
 
 
 def test_roles_items_shape(stored: tuple[ClientWarehouse, dict[str, list[Event]]]):
@@ -512,17 +513,32 @@ def test_power_law_fit_matches_the_powerlaw_package(stored: tuple[ClientWarehous
 
     wh, events = stored
     sizes = [len(v) for v in cascade_scan(events[SYN]).values()]
-    ref = powerlaw.Fit(sizes, discrete=True, verbose=False)
+    # powerlaw 1.5 (pinned by Molt Dynamics) only required alpha > 1: the package's 2.0 with that range
+    wide = {"parameter_ranges": {"alpha": [1.0, ALPHA_MAX]}}
     items = cascades.items(wh, SYN)
     no_nan(items)
     s = scalars(items)
     assert s["cascades.count"].value == len(sizes)
-    assert s["cascades.alpha"].value == pytest.approx(ref.power_law.alpha, rel=1e-4)
-    assert s["cascades.alpha_sigma"].value == pytest.approx(ref.power_law.sigma, rel=1e-3)
-    assert s["cascades.xmin"].value == ref.power_law.xmin
+    # These sizes have a steep tail from 50 (47 of 72 cascades in 50-61): the KS search settles there, with
+    # alpha about 15. The package cannot evaluate that fit (its normaliser 1 - (1 - zeta) cancels to 0 and
+    # its KS distance comes out as 1.0), so the reference here is the discrete MLE at that xmin, maximised
+    # independently with scipy on the exact likelihood x**-alpha / zeta(alpha, xmin).
+    from scipy.optimize import minimize_scalar
+    from scipy.special import zeta
+
+    xmin = s["cascades.xmin"].value
+    assert xmin is not None
+    tail = np.array([x for x in sizes if x >= xmin], dtype=float)
+    mle = minimize_scalar(
+        lambda a: a * np.log(tail).sum() + len(tail) * np.log(zeta(a, xmin)),
+        bounds=(1.01, 19.9),
+        method="bounded",
+    )
+    assert s["cascades.alpha"].value == pytest.approx(mle.x, rel=1e-4)
+    assert s["cascades.alpha_sigma"].value == pytest.approx((mle.x - 1) / math.sqrt(len(tail)), rel=1e-3)
     table = next(i for i in items if isinstance(i, Table) and i.key == "cascades.power_law")
     skill = next(r for r in table.rows if r[0] == "skill")
-    ref_skill = powerlaw.Fit(SKILL_SIZES, discrete=True, verbose=False)
+    ref_skill = powerlaw.Fit(SKILL_SIZES, discrete=True, verbose=False, **wide)
     assert skill[2] == pytest.approx(ref_skill.power_law.alpha, rel=1e-4)
     fig = next(i for i in items if isinstance(i, Figure))
     assert fig.series[0].y[0] == 1.0
@@ -546,43 +562,38 @@ def test_exposures_and_saturation_models_match_scikit_learn_and_lifelines(
     )
     x = np.array([r[0] for r in want], dtype=float)
     y = np.array([r[1] for r in want], dtype=float)
-    hours = np.array([r[2] for r in want])
     assert len(want) > 500
     assert 0.1 < y.mean() < 0.9
     assert len(set(x)) >= 5
 
+    # the published method (public rq2_diffusion.py): every graph node x cascade for the logistic model,
+    # graph adopters after the cascade's first adoption for the Cox model (all events, no censoring)
+    graph = nx_graph(events[SYN])
+    lx, ly, cx, ct = [], [], [], []
+    for adopters in cascade_scan(events[SYN]).values():
+        seed = min(adopters.values())
+        for v in graph.nodes:
+            own = adopters.get(v)
+            times = [adopters[u] for u in graph.predecessors(v) if u in adopters]
+            exposure = sum(1 for t in times if t < own) if own is not None else len(times)
+            lx.append(exposure)
+            ly.append(int(own is not None))
+            if own is not None and own > seed:
+                cx.append(exposure)
+                ct.append((own - seed).total_seconds() / 3600)
+    lxa = np.array(lx, dtype=float)
     lr = LogisticRegression(C=np.inf, solver="newton-cg", tol=1e-12, max_iter=10_000)
-    lr.fit(np.column_stack([x, x**2]), y)
-    cph = CoxPHFitter().fit(pd.DataFrame({"t": hours, "e": y, "x": x}), "t", "e")
+    lr.fit(np.column_stack([lxa, lxa**2]), np.array(ly))
+    cph = CoxPHFitter().fit(pd.DataFrame({"t": ct, "e": 1, "x": cx}), "t", "e")
 
     s = scalars(cascades.items(wh, SYN))
     assert s["saturation.logit_exposure"].value == pytest.approx(lr.coef_[0][0], rel=1e-4)
     assert s["saturation.logit_exposure2"].value == pytest.approx(lr.coef_[0][1], rel=1e-4)
-    assert s["saturation.logit_exposure2"].value < 0  # the generating process saturates
     assert s["saturation.cox_hazard_ratio"].value == pytest.approx(math.exp(cph.params_["x"]), rel=1e-5)
     assert s["saturation.cox_concordance"].value == pytest.approx(cph.concordance_index_, rel=1e-9)
-    assert s["cascades.propagation_events"].value == int(y.sum())
-    assert s["cascades.exposed_pairs"].value == len(want)
-
-
-def test_concordance_matches_lifelines_with_ties_and_censoring():
-    from lifelines.utils import concordance_index
-
-    rng = np.random.default_rng(5)
-    for _ in range(20):
-        n = int(rng.integers(2, 60))
-        t = rng.integers(0, 8, n).astype(float)
-        risk = rng.integers(0, 4, n).astype(float)
-        ev = rng.random(n) < 0.6
-        if not ev.any():
-            continue
-        mine = cascades.concordance(t, risk, ev)
-        try:
-            ref = concordance_index(t, -risk, ev)
-        except ZeroDivisionError:
-            assert mine is None
-            continue
-        assert mine == pytest.approx(ref, rel=1e-12)
+    assert s["cascades.propagation_events"].value == len(ct)
+    assert s["saturation.graph_nodes"].value == graph.number_of_nodes()
+    assert s["saturation.variant_tv_hazard_ratio"].value is not None
 
 
 # --- cooperation -----------------------------------------------------------------------------------------
@@ -607,9 +618,9 @@ def test_cooperation_events_follow_the_rule(stored: tuple[ClientWarehouse, dict[
     pooled = math.sqrt(
         ((len(q) - 1) * q.var(ddof=1) + (len(bq) - 1) * bq.var(ddof=1)) / (len(q) + len(bq) - 2)
     )
-    assert s["cooperation.events"].value == 4
-    assert s["cooperation.success_rate"].value == pytest.approx(np.mean(q > 0.5))
-    assert s["cooperation.cohens_d"].value == pytest.approx((q.mean() - bq.mean()) / pooled)
+    assert s["cooperation.variant_thread.events"].value == 4
+    assert s["cooperation.variant_thread.success_rate"].value == pytest.approx(np.mean(q > 0.5))
+    assert s["cooperation.variant_thread.cohens_d"].value == pytest.approx((q.mean() - bq.mean()) / pooled)
 
 
 # --- degenerate inputs -----------------------------------------------------------------------------------
@@ -646,10 +657,8 @@ def test_too_few_distinct_agents_for_three_clusters():
 
 def test_model_fits_refuse_degenerate_tables():
     one = np.ones(20)
-    assert isinstance(cascades.fit_logistic(one, one), str)
-    assert isinstance(cascades.fit_logistic(np.arange(3.0), np.array([0.0, 1.0, 0.0])), str)
-    assert isinstance(cascades.fit_logistic(np.tile([1.0, 2.0], 10), np.tile([0.0, 1.0], 10)), str)
-    assert isinstance(cascades.fit_cox(np.arange(20.0), np.zeros(20), np.ones(20)), str)
-    assert isinstance(cascades.fit_cox(one, one, np.arange(20.0)), str)
+    assert isinstance(saturation.published_logit(one, one, one), str)
+    assert isinstance(saturation.published_logit(np.arange(3.0), np.array([0.0, 1.0, 0.0]), one[:3] * 5), str)
+    assert isinstance(saturation.published_logit(np.tile([1.0, 2.0], 10), np.tile([0.0, 1.0], 10), one), str)
     assert isinstance(cooperation.cohens_d(1, 0.5, 0.0, 5, 0.2, 0.1), str)
     assert isinstance(cooperation.cohens_d(3, 0.5, 0.0, 3, 0.5, 0.0), str)

@@ -267,7 +267,7 @@ def test_society_of_topic() -> None:
 
 def test_schema_statements() -> None:
     statements = schema_statements()
-    assert len(statements) == 18
+    assert len(statements) == 26
     created = [
         next(line for line in s.splitlines() if line.startswith("CREATE")).split()[:6] for s in statements
     ]
@@ -280,7 +280,9 @@ def test_schema_statements() -> None:
     diagnostics = [
         "model_calls", "interaction_edges", "activity_daily", "lexical_turnover_daily", "texts", "embeddings",
         "semantic_daily", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads",
-        "cooperation_events", "cooperation_baseline",
+        "cooperation_events", "cooperation_baseline", "cooperation_md_events", "superminds_posts",
+        "superminds_depth_by_popularity", "rhythm_agents", "rhythm_platform", "clone_items", "clone_sets",
+        "clone_pairs",
     ]  # fmt: skip
     assert [c[:5] for c in created[5:]] == [
         ["CREATE", "TABLE", "IF", "NOT", "EXISTS"]

@@ -1,0 +1,187 @@
+"""``python -m bench.crawl_report``: the full ``society report`` of the real MoltBook crawl in ``../shared/``.
+
+1. ``society replay`` of ``crawl-2026-01-31/`` (8,438 posts with their nested comments) into a fresh
+   society on a fresh embedded chDB, through the local stack (Tansu, stream processor, sink), as a user
+   would run it; timed, with what the importer read and stored.
+2. With the stack stopped, ``build_report`` on the stored society in this process, as ``society report``
+   does: embeddings of every distinct text (timed), then each section, timed.
+3. Every scalar that has a published value, ours beside it with its source, and the labelled variants.
+
+Results go to the terminal and to BENCHMARKS.md between the ``crawl-report`` markers (``--no-write``
+skips). The crawl's own licence and source are in its ``SOURCE.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.dashboard import write_markdown
+from bench.pipeline import machine_info
+from report.build import build_report
+from report.model import Report, Scalar
+from report.source import ClientWarehouse
+from report.write import write_report
+
+err = Console(stderr=True)
+CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
+BEGIN = "<!-- crawl-report:begin -->"
+END = "<!-- crawl-report:end -->"
+SOCIETY = "crawl"
+
+
+def replay(source: Path, tmp: Path) -> dict[str, Any]:
+    """``society replay SOURCE`` into ``SOCIETY`` on a chDB in ``tmp``; its wall time and last lines."""
+    env = dict(os.environ)
+    env |= {
+        "CLICKHOUSE_URL": f"chdb://{tmp / 'clickhouse'}",
+        "SOCIETY_STATE_DIR": str(tmp / "state"),
+    }
+    env.pop("KAFKA_BOOTSTRAP", None)
+    cmd = [
+        str(Path(sys.executable).with_name("society")),
+        "replay",
+        str(source),
+        "--society",
+        SOCIETY,
+        "--no-dashboard",
+    ]
+    err.print(f"replaying {source} ...")
+    began = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - began
+    if proc.returncode != 0:
+        raise RuntimeError(f"society replay exited with {proc.returncode}:\n{proc.stderr[-4000:]}")
+    tail = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()][-12:]
+    return {"replay_s": seconds, "replay_tail": tail}
+
+
+def counts(wh: ClientWarehouse) -> dict[str, int]:
+    """What the society holds, by event type, and its distinct authors and submolts."""
+    rows = wh.query(
+        f"SELECT type, count() FROM events FINAL WHERE society = '{SOCIETY}' GROUP BY type ORDER BY type"
+    ).rows
+    out = {str(t): int(n) for t, n in rows}
+    auth = wh.query(
+        f"SELECT uniqExact(actor) FROM events FINAL WHERE society = '{SOCIETY}' "
+        "AND type IN ('post_created', 'comment_created')"
+    ).rows
+    out["authors"] = int(auth[0][0])
+    return out
+
+
+def _fmt(v: float | int | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int) or (float(v).is_integer() and abs(v) >= 100):
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def markdown(res: dict[str, Any], rep: Report) -> str:
+    s = rep.settings
+    c = res["counts"]
+    lines = [
+        BEGIN,
+        "## The full report on the real MoltBook crawl (issue 14)",
+        "",
+        f"Run {res['date']} on {res['machine']}: `{res['command']}`. `society replay` of "
+        "`../shared/data/moltbook/crawl-2026-01-31/` into a fresh society through the local stack "
+        f"took {res['replay_s']:.0f} s and stored {c.get('post_created', 0):,} posts, "
+        f"{c.get('comment_created', 0):,} comments, {c.get('vote_tallied', 0):,} vote tallies "
+        f"({c['authors']:,} authors); then `build_report` on the stored society in this process (stack "
+        f"stopped): whole report {res['total_s']:.0f} s, HTML {res['html_kb']:,.0f} KB.",
+        "",
+        "| step | seconds |",
+        "|---|---:|",
+        f"| embeddings: {s.get('texts_embedded_now', 0):,} distinct texts embedded and stored | "
+        f"{s.get('embedding_seconds', 0):.1f} |",
+    ]
+    for sec in rep.sections:
+        flag = f" (failed: {sec.error[:120]})" if sec.error else ""
+        lines.append(f"| {sec.title}{flag} | {sec.seconds:.1f} |")
+    lines += [
+        "",
+        "Every figure with a published value, ours on the crawl beside it (the crawl is one 8,438-post "
+        "snapshot, not the studies' populations: the comparison shows the method, not a replication):",
+        "",
+        "| figure | this crawl | published | source |",
+        "|---|---:|---:|---|",
+    ]
+    variants: list[str] = []
+    for sec in rep.sections:
+        for item in sec.items:
+            if not isinstance(item, Scalar):
+                continue
+            if item.published is not None:
+                ours = _fmt(item.value) if item.value is not None else f"- ({(item.reason or '')[:90]})"
+                lines.append(
+                    f"| {item.label} (`{item.key}`) | {ours} | {_fmt(item.published)} | "
+                    f"{item.published_source or ''} |"
+                )
+            elif "variant" in item.key or "variant" in item.label.lower():
+                variants.append(f"| {item.label} (`{item.key}`) | {_fmt(item.value)} |")
+    if variants:
+        lines += ["", "Labelled variants (no published value):", "", "| figure | this crawl |", "|---|---:|"]
+        lines += variants
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.crawl_report", description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=CRAWL, help="crawl folder or file to replay")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--no-embed", action="store_true", help="skip the embedding-based sections")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (chDB, report files)")
+    args = parser.parse_args(argv)
+    if not args.source.exists():
+        err.print(f"[red]no crawl at {args.source}[/red]")
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="society-bench-crawl-"))
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": "{cpu}, {nproc} cores, {ram}".format(**machine_info()),
+        "command": "python -m bench.crawl_report " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    try:
+        res |= replay(args.source, tmp)
+        wh = ClientWarehouse.open(f"chdb://{tmp / 'clickhouse'}")
+        try:
+            res["counts"] = counts(wh)
+            began = time.perf_counter()
+            rep = build_report(wh, SOCIETY, embed=not args.no_embed, progress=lambda m: err.print(f"  {m}"))
+            res["total_s"] = time.perf_counter() - began
+        finally:
+            wh.close()
+        html, _ = write_report([rep], tmp / "report.html")
+        res["html_kb"] = html.stat().st_size / 1024
+        if args.keep:
+            shutil.copy(html, Path("crawl-report.html"))
+    finally:
+        if args.keep:
+            err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {SOCIETY}")
+        else:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(tmp)
+    block = markdown(res, rep)
+    err.print(block)
+    if not args.no_write:
+        write_markdown(args.out, block, BEGIN, END)
+        err.print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
