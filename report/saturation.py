@@ -348,7 +348,8 @@ def _cox_result(fitter: object, rows: int, events: int, concordance: float | Non
     lo = float(summary.loc["exposure", "coef lower 95%"])
     hi = float(summary.loc["exposure", "coef upper 95%"])
     p = float(summary.loc["exposure", "p"])
-    if not all(math.isfinite(v) for v in (coef, lo, hi, p)) or abs(coef) > 700:
+    # a hazard ratio (or a CI bound) beyond e**700 is a diverging fit, and exp() of it overflows a float
+    if not all(math.isfinite(v) for v in (coef, lo, hi, p)) or max(abs(coef), abs(lo), abs(hi)) > 700:
         return "the Cox model did not converge (the exposure coefficient diverges)"
     return CoxResult(coef, math.exp(coef), math.exp(lo), math.exp(hi), p, concordance, rows, events)
 
@@ -512,6 +513,8 @@ def tv_fit(rows: Intervals, beta0: float = 0.0) -> CoxResult | str:
         return "the time-varying Cox model has no finite maximum (no variation in exposure, or separation)"
     z = fit.coef / fit.se
     half = 1.959963984540054 * fit.se
+    if not math.isfinite(half) or abs(fit.coef) + half > 700:  # exp() would overflow: a diverging fit
+        return "the time-varying Cox model did not converge (the exposure coefficient diverges)"
     p = math.erfc(abs(z) / math.sqrt(2))
     return CoxResult(
         fit.coef,

@@ -222,3 +222,18 @@ def test_null_summary_counts_the_lower_tail() -> None:
     assert got.mean == pytest.approx(-0.5)
     assert got.permutations == 4
     assert null_summary(0.0, []) is None
+
+
+def test_a_diverging_cox_fit_is_refused_not_overflowed() -> None:
+    """A coefficient below the limit whose CI bound is beyond it (exp() overflows) is a diverging fit."""
+    from report import saturation
+
+    class Fitted:
+        summary = pd.DataFrame(
+            {"coef": [650.0], "coef lower 95%": [580.0], "coef upper 95%": [720.0], "p": [0.2]},
+            index=["exposure"],
+        )
+
+    res = saturation._cox_result(Fitted(), 10, 10, None)
+    assert isinstance(res, str)
+    assert "converge" in res
