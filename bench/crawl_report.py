@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +39,19 @@ CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "
 BEGIN = "<!-- crawl-report:begin -->"
 END = "<!-- crawl-report:end -->"
 SOCIETY = "crawl"
+
+
+def unpack(source: Path, into: Path) -> Path:
+    """The crawl ships as ``.tar.gz`` archives of post files: unpack them (data only, no links or devices
+    outside ``into``) so that ``society replay`` reads the folder; a folder without archives is used as is."""
+    archives = sorted(source.glob("*.tar.gz")) if source.is_dir() else []
+    if not archives:
+        return source
+    into.mkdir(parents=True)
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter="data")
+    return into
 
 
 def replay(source: Path, tmp: Path) -> dict[str, Any]:
@@ -156,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench.crawl_report " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     try:
-        res |= replay(args.source, tmp)
+        source = unpack(args.source, tmp / "crawl")
+        res |= replay(source, tmp)
         wh = ClientWarehouse.open(f"chdb://{tmp / 'clickhouse'}")
         try:
             res["counts"] = counts(wh)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dashboard.panels import check_society_name
-from society.settings import Settings
+from society.settings import Settings, get_settings
 from warehouse import QueryError, ReadOnlySession, Result
-from warehouse.guard import first_line
+from warehouse.guard import ReadLimits, first_line
 from warehouse.reader import open_session
 from warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
 
@@ -47,12 +47,15 @@ class ClientWarehouse:
         ensure_schema(client)
 
     @classmethod
-    def open(cls, url: str, reader_url: str | None = None) -> ClientWarehouse:
+    def open(
+        cls, url: str, reader_url: str | None = None, limits: ReadLimits | None = None
+    ) -> ClientWarehouse:
+        """``limits``: of the read-only session (default ``report_limits()``: the report's own queries)."""
         from sinks.clickhouse import connect
 
         writer = connect(url)
         wh = cls(writer)
-        wh.reader = open_session(url, reader_url)
+        wh.reader = open_session(url, reader_url, limits or report_limits(get_settings()))
         return wh
 
     def query(self, sql: str) -> Result:
@@ -99,6 +102,17 @@ class SinkWarehouse:
         return None
 
 
+def report_limits(settings: Settings) -> ReadLimits:
+    """Limits of the report's own read-only session on a stopped society: its fixed queries scan the whole
+    history (lexical turnover of a 86,000-text crawl needs more than 2 GiB and 60 s), and no sink's inserts
+    share the engine then. Still read-only, one statement at a time, two threads."""
+    return ReadLimits(
+        max_execution_time=settings.report_query_timeout_seconds,
+        max_memory_usage=settings.report_query_max_memory_bytes,
+        max_threads=2,
+    )
+
+
 def sink_warehouse(settings: Settings, url: str) -> SinkWarehouse:
     """The sink at ``url`` with the secret of whichever society's sink it is (read from its state dir)."""
     for path in settings.state_dir.glob("*/sink.json"):
@@ -117,7 +131,9 @@ def open_warehouse(settings: Settings) -> Warehouse:
         if url is not None:
             return sink_warehouse(settings, url)
         Path(settings.chdb_path).mkdir(parents=True, exist_ok=True)
-    return ClientWarehouse.open(settings.clickhouse_url, settings.clickhouse_reader_url)
+    return ClientWarehouse.open(
+        settings.clickhouse_url, settings.clickhouse_reader_url, report_limits(settings)
+    )
 
 
 def quoted(society: str) -> str:

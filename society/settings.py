@@ -116,6 +116,16 @@ class Settings(BaseSettings):
         default=60.0, gt=0, le=86_400, description="max_execution_time of one outside query"
     )
     query_queue: int = Field(default=8, ge=1, le=1024, description="outside queries the sink holds at once")
+    report_query_timeout_seconds: float = Field(
+        default=1800.0,
+        gt=0,
+        le=86_400,
+        description="max_execution_time of one of the report's own queries on a stopped society (its "
+        "whole-history views, e.g. lexical turnover, outgrow a user query's limits on large societies)",
+    )
+    report_query_max_memory_bytes: int = Field(
+        default=8 << 30, ge=1 << 28, description="max_memory_usage of one of the report's own queries"
+    )
     allow_remote: bool = Field(
         default=False,
         description="let the dashboard and the sink listen beyond loopback (they warn when they do)",

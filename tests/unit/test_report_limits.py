@@ -1,0 +1,33 @@
+"""The report's own read-only session on a stopped society has the report's limits, not a user query's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from report.source import ClientWarehouse, report_limits
+from society.settings import Settings
+from warehouse import Refused
+from warehouse.guard import ReadLimits
+
+
+def test_report_session_gets_the_report_limits(tmp_path: Path) -> None:
+    wh = ClientWarehouse.open(f"chdb://{tmp_path / 'ch'}")
+    try:
+        assert wh.reader is not None
+        user = ReadLimits()
+        assert wh.reader.limits.max_memory_usage > user.max_memory_usage
+        assert wh.reader.limits.max_execution_time > user.max_execution_time
+        # still read-only: a write is refused by the session
+        with pytest.raises(Refused):
+            wh.reader.run("DROP TABLE events")
+        assert wh.query("SELECT count() FROM events").rows == [[0]]
+    finally:
+        wh.close()
+
+
+def test_report_limits_follow_the_settings() -> None:
+    s = Settings(report_query_timeout_seconds=120, report_query_max_memory_bytes=3 << 30)
+    limits = report_limits(s)
+    assert (limits.max_execution_time, limits.max_memory_usage) == (120, 3 << 30)
