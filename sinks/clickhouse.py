@@ -176,7 +176,8 @@ def rename_old_metrics(client: Any) -> int:
     found = int(client.command(f"SELECT count() FROM metrics WHERE metric IN ({old})") or 0)
     if found == 0:
         return 0
-    new_name = "CASE metric " + " ".join(f"WHEN '{a}' THEN '{b}'" for a, b in RENAMED_METRICS.items()) + " END"
+    cases = " ".join(f"WHEN '{a}' THEN '{b}'" for a, b in RENAMED_METRICS.items())
+    new_name = f"CASE metric {cases} END"
     client.command(
         "INSERT INTO metrics (metric_id, society, metric, window_start, window_end, dim, value, emitted_at, "
         "_topic, _partition, _offset, _inserted_at) "
