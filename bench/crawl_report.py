@@ -14,7 +14,6 @@ skips). The crawl's own licence and source are in its ``SOURCE.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dashboard import write_markdown
+from bench.dashboard import keep_or_remove, publish
 from bench.pipeline import machine_info
 from report.build import build_report
 from report.model import Report, Scalar
@@ -185,16 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep:
             shutil.copy(html, Path("crawl-report.html"))
     finally:
-        if args.keep:
-            err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {SOCIETY}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(tmp)
-    block = markdown(res, rep)
-    err.print(block)
-    if not args.no_write:
-        write_markdown(args.out, block, BEGIN, END)
-        err.print(f"wrote {args.out}")
+        keep_or_remove(tmp, args.keep, SOCIETY)
+    publish(markdown(res, rep), args.out, not args.no_write, BEGIN, END)
     return 0
 
 

@@ -286,6 +286,23 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def keep_or_remove(tmp: Path, keep: bool, society: str) -> None:
+    """A benchmark's work dir: say where it is (``--keep``: chDB and state to look at) or remove it."""
+    if keep:
+        err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {society}")
+    else:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
+
+
+def publish(block: str, out: Path, write: bool, begin: str = BEGIN, end: str = END) -> None:
+    """Print a benchmark's Markdown block and, unless ``--no-write``, put it in ``out``."""
+    err.print(block)
+    if write:
+        write_markdown(out, block, begin, end)
+        err.print(f"wrote {out}")
+
+
 def write_markdown(path: Path, block: str, begin: str = BEGIN, end: str = END) -> None:
     """Put ``block`` (which starts with ``begin`` and ends with ``end``) in place of the old one."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
@@ -359,16 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             res["live"] = live_phase(stack, society, records, args.events, args.live_events, args.rate)
     finally:
         stack.stop()
-        if args.keep:
-            err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {society}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(tmp)
-    block = markdown(res)
-    err.print(block)
-    if not args.no_write:
-        write_markdown(args.out, block)
-        err.print(f"wrote {args.out}")
+        keep_or_remove(tmp, args.keep, society)
+    publish(markdown(res), args.out, not args.no_write)
     return 0
 
 

@@ -16,8 +16,6 @@ Results go to the terminal and to BENCHMARKS.md between the ``report`` markers (
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
 import sys
 import tempfile
 import time
@@ -27,7 +25,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dashboard import count, produce, write_markdown
+from bench.dashboard import count, keep_or_remove, produce, publish
 from bench.dataset import build
 from bench.pipeline import REPORT_BEGIN as BEGIN
 from bench.pipeline import REPORT_END as END
@@ -188,16 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         res["html_kb"], res["json_kb"] = html.stat().st_size / 1024, js.stat().st_size / 1024
         res["sample_rate"] = sample_rate(enc)
     finally:
-        if args.keep:
-            err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {society}")
-        else:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(tmp)
-    block = markdown(res, rep)
-    err.print(block)
-    if not args.no_write:
-        write_markdown(args.out, block, BEGIN, END)
-        err.print(f"wrote {args.out}")
+        keep_or_remove(tmp, args.keep, society)
+    publish(markdown(res, rep), args.out, not args.no_write, BEGIN, END)
     return 0
 
 

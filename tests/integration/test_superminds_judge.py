@@ -4,11 +4,14 @@ report's items count each sampled reply as rated or failed (bounded: 2 comments 
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from stored_events import open_chdb, store_events
 
 from report import superminds
 from report import superminds_judge as sj
@@ -16,8 +19,6 @@ from report.model import Scalar
 from report.source import ClientWarehouse
 from schemas.events import CommentCreated, Event, PostCreated
 from schemas.ids import uuid7
-from schemas.wire import encode_event
-from sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, connect, ensure_schema, rows_for_events
 from society.model_server import LocalModelServer
 from society.settings import Settings
 
@@ -45,28 +46,11 @@ def _events() -> list[Event]:
     return out
 
 
-class _Rec(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
-    timestamp: int
-
-
-def _store(client: Any, events: list[Event]) -> None:
-    """Insert the events as the sink would (its own row builder)."""
-    recs = [_Rec(f"society.{SOC}.events", 0, i, None, encode_event(e), [], 0) for i, e in enumerate(events)]
-    client.insert(EVENTS_TABLE, rows_for_events(recs), column_names=list(EVENT_COLUMNS))
-
-
 def test_judge_on_the_local_model_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = LocalModelServer.from_settings(Settings(llm_server_threads=2), tmp_path / "llm.log").start()
-    client = connect(f"chdb://{tmp_path / 'ch'}")
-    ensure_schema(client)
+    client = open_chdb(str(tmp_path / "ch"))
     try:
-        _store(client, _events())
+        store_events(client, _events())
         wh = ClientWarehouse(client)
         cfg = superminds.judge_config(
             Settings(llm_base_url=server.base_url, report_judge_comments=2, state_dir=tmp_path)
