@@ -29,7 +29,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from dashboard.panels import panel
 from probes.helpfulness import ModelSpec, delta_help
 from probes.judge import ExactJudge, Judge
 from probes.score import (
@@ -286,25 +285,6 @@ def _probe(rec: dict[str, Any]) -> Probe:
     )
 
 
-def leaders(wh: Warehouse, society: str) -> list[str]:
-    """The PageRank leaders of the newest closed window, as the dashboard's Influence panel lists them."""
-    rows = wh.query(panel("influence").query("leaders").render(society)).rows
-    return [str(agent) for _rank, agent, _pagerank in rows]
-
-
-def aliases(wh: Warehouse, society: str) -> dict[str, str]:
-    rows = wh.query(
-        f"SELECT actor, JSONExtractString(body, 'name') FROM events WHERE society = {quoted(society)} "
-        "AND type = 'agent_registered'"
-    ).rows
-    out: dict[str, str] = {}
-    for actor, name in rows:
-        out[str(actor).casefold()] = str(actor)
-        if name:
-            out[str(name).casefold()] = str(actor)
-    return out
-
-
 @dataclass
 class Judged:
     """The judge's work on the Tier I threads: per-reply verdicts, per-thread verdicts, Delta-help."""
@@ -361,7 +341,6 @@ def score(
     tier1 = [(post_id, probe, rs) for post_id, probe, rs in probes if probe.tier == 1]
     judged = asyncio.run(_judge(judge, tier1, help_models or [], help_max_tokens)) if tier1 else Judged()
     per_tier: dict[str, list[ProbeResult]] = {}
-    memory: list[Reply] = []
     for post_id, probe, rs in probes:
         if probe.tier == 2:
             result = score_tier2(post_id, probe, rs)
@@ -369,8 +348,7 @@ def score(
             result = score_tier3(post_id, probe, rs)
         elif probe.tier == 1:
             result = score_judged(post_id, probe, rs, judged.verdicts, judged.threads.get(post_id))
-        else:
-            memory.extend(rs)
+        else:  # shared-memory probes: scored below, per type
             continue
         per_tier.setdefault(str(probe.tier), []).append(result)
     doc: dict[str, Any] = {

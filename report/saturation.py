@@ -343,14 +343,17 @@ def intervals(d: Diffusion, s: Structure, hours: FloatArray) -> Intervals:
     )
 
 
+MAX_LOG_HR = 700.0
+"""A log hazard ratio (or CI bound) beyond this is a diverging fit, and exp() of it overflows a float."""
+
+
 def _cox_result(fitter: object, rows: int, events: int, concordance: float | None) -> CoxResult | str:
     summary = fitter.summary  # type: ignore[attr-defined]
     coef = float(summary.loc["exposure", "coef"])
     lo = float(summary.loc["exposure", "coef lower 95%"])
     hi = float(summary.loc["exposure", "coef upper 95%"])
     p = float(summary.loc["exposure", "p"])
-    # a hazard ratio (or a CI bound) beyond e**700 is a diverging fit, and exp() of it overflows a float
-    if not all(math.isfinite(v) for v in (coef, lo, hi, p)) or max(abs(coef), abs(lo), abs(hi)) > 700:
+    if not all(math.isfinite(v) for v in (coef, lo, hi, p)) or max(abs(coef), abs(lo), abs(hi)) > MAX_LOG_HR:
         return "the Cox model did not converge (the exposure coefficient diverges)"
     return CoxResult(coef, math.exp(coef), math.exp(lo), math.exp(hi), p, concordance, rows, events)
 
@@ -516,7 +519,7 @@ def tv_fit(rows: Intervals, beta0: float = 0.0) -> CoxResult | str:
         return "the time-varying Cox model has no finite maximum (no variation in exposure, or separation)"
     z = fit.coef / fit.se
     half = 1.959963984540054 * fit.se
-    if not math.isfinite(half) or abs(fit.coef) + half > 700:  # exp() would overflow: a diverging fit
+    if not math.isfinite(half) or abs(fit.coef) + half > MAX_LOG_HR:
         return "the time-varying Cox model did not converge (the exposure coefficient diverges)"
     p = math.erfc(abs(z) / math.sqrt(2))
     return CoxResult(
