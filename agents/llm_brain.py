@@ -3,25 +3,33 @@
 Per tick, an LLM agent wakes with its activity rate (``SOCIETY_LLM_RATE`` overrides it), like a MoltBook
 agent's heartbeat. A woken agent is shown its persona, its last actions and its feed (the hot and newest
 posts of the communities it subscribes to) and asked for one action: post, comment, reply, vote or
-nothing (``agents.llm_decision``). The calls of a tick run concurrently, bounded by the client's
-concurrency; a slow or absent server makes them wait and retry with a bound (``agents.llm_client``), after
-which the decision counts as failed and the tick goes on: the rest of the society never waits longer.
+nothing (``agents.llm_decision``). The calls of a tick are bounded only by the client's slots,
+``concurrency`` calls in flight per model server over one or several servers (``agents.llm_client``,
+``agents.llm_pool``), which the brain keeps full: twice as many lanes as slots each build a prompt, call,
+and take the next woken agent, so thousands of LLM agents keep a cluster of servers busy while only a
+few prompts per slot exist at a time. A slow or absent server
+makes the calls wait and retry with a bound, after which the decision counts as failed and the tick goes
+on: the rest of the society never waits longer.
 
 Every call becomes a ``model_called`` event (model, tokens, latency, attempts, outcome, the decision and,
 when it produced one, the action's event id), so cost and latency are data in ClickHouse.
 
-Determinism: times, event ids and the sampling seed come from the tick's random stream, so a tick replayed
-after a crash asks the same question with the same seed and regenerates the same ids (dropped downstream
-as duplicates) whenever the server answers the same way; llama.cpp does for the same prompt and seed.
+Determinism: times, event ids and the sampling seed come from the tick's random stream, drawn for every
+woken agent before any call is sent, so a tick replayed after a crash asks the same question with the same
+seed and regenerates the same ids (dropped downstream as duplicates) whenever the server answers the same
+way; llama.cpp does for the same prompt and seed. Which server answers, and in which order the answers
+come back, changes no decision, event or id: the events are returned in the order of the agents.
 The recent-action history is kept in the worker's memory and starts empty after a worker restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from agents.brain import FeedView, TickContext, awake, moment
@@ -32,9 +40,30 @@ from agents.roster import AgentSpec
 from schemas.control import FeedItem
 from schemas.events import Event, ModelCalled, ModelCalledBody
 from schemas.ids import uuid7
+from society.logs import get_logger
+from society.settings import Settings
 
 HISTORY = 5
 HOT_POSTS = 5  # of FEED_POSTS; the rest are the newest posts
+LANES_PER_SLOT = 2
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What the brain needs of one woken agent (the only place it reads the roster's agent records)."""
+
+    agent_id: str
+    name: str
+    persona: str
+    model: str
+    subscriptions: tuple[str, ...]
+
+
+def asked(agents: Sequence[AgentSpec], i: int) -> Asked:
+    """The ``i``-th agent of the brain's agents, as the brain uses it."""
+    a = agents[i]
+    return Asked(a.agent_id, a.name, a.persona or "", a.model or "default", a.subscriptions)
 
 
 class LLMBrain:
@@ -63,11 +92,24 @@ class LLMBrain:
         py = random.Random(int(ctx.rng.integers(2**63)))
         if ctx.tick == 0:
             return genesis(agents, ctx, py)
-        plans = [(agents[i], moment(ctx, py), py.getrandbits(31)) for i in awake(agents, ctx, self.rate)]
-        done = await asyncio.gather(*(self._one(a, feed, ctx, at, seed) for a, at, seed in plans))
+        # every draw happens here, in the agents' order, before any call: answers arriving in any order
+        # cannot change a time, a seed or an id
+        plans = [(i, moment(ctx, py), py.getrandbits(31)) for i in awake(agents, ctx, self.rate)]
+        done: list[list[Event]] = [[] for _ in plans]
+        todo = iter(enumerate(plans))
+
+        async def lane() -> None:
+            for k, (i, at, seed) in todo:  # shared: each plan is taken once, in order
+                done[k] = await self._one(asked(agents, i), feed, ctx, at, seed)
+
+        # Twice as many lanes as the client has slots: every slot always has a call ready (its prompt
+        # built) while other lanes parse answers or wait out a retry's backoff, and no more prompts than
+        # that are built ahead of a slot, however many agents woke.
+        lanes = min(len(plans), LANES_PER_SLOT * self.client.pool.capacity)
+        await asyncio.gather(*(lane() for _ in range(lanes)))
         return [ev for events in done for ev in events]
 
-    def feed_for(self, agent: AgentSpec, feed: FeedView) -> list[FeedItem]:
+    def feed_for(self, agent: Asked | AgentSpec, feed: FeedView) -> list[FeedItem]:
         """What the agent sees: the hottest posts of its communities, then the newest, without repeats."""
         hot: list[FeedItem] = []
         new: list[FeedItem] = []
@@ -85,14 +127,13 @@ class LLMBrain:
         return list(out.values())
 
     async def _one(
-        self, agent: AgentSpec, feed: FeedView, ctx: TickContext, at: datetime, seed: int
+        self, agent: Asked, feed: FeedView, ctx: TickContext, at: datetime, seed: int
     ) -> list[Event]:
         text, shown = show_feed(self.feed_for(agent, feed), agent.subscriptions)
         history = list(self.history[agent.agent_id])
-        message = prompt(agent.persona or "", agent.name, history, text, agent.subscriptions, first=seed)
-        model = agent.model or "default"
+        message = prompt(agent.persona, agent.name, history, text, agent.subscriptions, first=seed)
         call = await self.client.complete(
-            model,
+            agent.model,
             [{"role": "user", "content": message}],
             max_tokens=self.max_tokens,
             temperature=self.temperature,
@@ -115,6 +156,38 @@ class LLMBrain:
         self.history[agent.agent_id].append(_summary(decision))
         out.append(_call_event(call, decision, action, ctx.society, agent.agent_id, at, rand))
         return out
+
+
+@contextlib.asynccontextmanager
+async def open_llm_brain(s: Settings) -> AsyncIterator[LLMBrain]:
+    """The LLM brain of an agent worker, its client open on the configured model server(s)."""
+    if not s.llm_base_urls:
+        raise RuntimeError(
+            "SOCIETY_LLM_AGENTS > 0 but SOCIETY_LLM_BASE_URL is unset: start the society with `society run` "
+            "(which serves the local model) or point SOCIETY_LLM_BASE_URL at one or several "
+            "(comma-separated) OpenAI-compatible APIs"
+        )
+    client = ChatClient(
+        s.llm_base_urls,
+        s.llm_api_key,
+        concurrency=s.llm_concurrency,
+        timeout_s=s.llm_timeout_seconds,
+        max_attempts=s.llm_max_attempts,
+    )
+    async with client:
+        log.info(
+            "agents.llm",
+            base_urls=[srv.url for srv in client.pool.servers],
+            models=s.model_names,
+            concurrency_per_server=s.llm_concurrency,
+        )
+        yield LLMBrain(
+            client,
+            max_tokens=s.llm_max_tokens,
+            temperature=s.llm_temperature,
+            json_schema=s.llm_json_schema,
+            rate=s.llm_rate,
+        )
 
 
 def _call_event(

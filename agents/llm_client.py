@@ -1,14 +1,19 @@
-"""A client of any OpenAI-compatible chat API (llama-cpp-python's server, vLLM, Ollama, OpenAI).
+"""A client of one or several OpenAI-compatible chat APIs (llama-cpp-python's server, vLLM, Ollama, OpenAI).
 
 Every call returns a :class:`ModelCall`, whatever happened: the completion text, the token counts the server
 reported, the latency, the number of attempts and an outcome (``ok``, ``http_error``, ``unavailable``,
 ``timeout``, ``bad_response``), so that cost and latency become data and a failed call is never an
 exception in an agent's tick.
 
-Back-pressure: at most ``concurrency`` requests are in flight per client; further callers wait for a slot.
-A connection failure, a timeout, HTTP 429 or 5xx is retried after an exponential backoff with jitter
-(``backoff_s`` doubling up to ``max_backoff_s``), at most ``max_attempts`` times in all; the slot is
-released while waiting, so a slow or absent server holds no more than ``concurrency`` requests.
+Several servers: ``base_url`` may name several (``"http://a:8000/v1,http://b:8000/v1"`` or a list); they
+serve the same models and share the calls (``agents.llm_pool``: least loaded first, a failing server
+avoided, the retry of a failed attempt sent to another server when one has room).
+
+Back-pressure: at most ``concurrency`` requests are in flight **per server**; further callers wait for a
+slot on any server. A connection failure, a timeout, HTTP 429 or 5xx is retried after an exponential
+backoff with jitter (``backoff_s`` doubling up to ``max_backoff_s``), at most ``max_attempts`` times in
+all; the slot is released while waiting, so a slow or absent server holds no more than ``concurrency``
+requests.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
+
+from agents.llm_pool import Server, ServerPool
 
 Outcome = Literal["ok", "http_error", "unavailable", "timeout", "bad_response"]
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -42,7 +50,7 @@ class ChatClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         api_key: str | None = None,
         *,
         concurrency: int = 4,
@@ -51,19 +59,25 @@ class ChatClient:
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.pool = ServerPool(base_url, concurrency, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
+        self.base_url = self.pool.servers[0].url  # the first server (single-server callers)
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self._slots = asyncio.Semaphore(max(1, concurrency))
         self._session: aiohttp.ClientSession | None = None
-        self.in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight, over every server."""
+        return sum(s.in_flight for s in self.pool.servers)
 
     async def __aenter__(self) -> ChatClient:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self._session = aiohttp.ClientSession(headers=headers)
+        # no connection cap of the session's own (aiohttp's default is 100 in all): the pool is the bound
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+        self._session = aiohttp.ClientSession(headers=headers, connector=connector)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -94,27 +108,30 @@ class ChatClient:
         started = time.perf_counter()
         outcome: Outcome = "unavailable"
         error = "no attempt"
+        last: Server | None = None
         for attempt in range(1, self.max_attempts + 1):
-            async with self._slots:
-                self.in_flight += 1
-                try:
-                    outcome, error, doc = await self._post(payload)
-                finally:
-                    self.in_flight -= 1
+            server = await self.pool.acquire(avoid=last)
+            failed = False  # a cancelled attempt says nothing about the server
+            try:
+                outcome, error, doc = await self._post(server.url, payload)
+                failed = outcome in ("unavailable", "timeout") or error.startswith("retry")
+            finally:
+                await self.pool.release(server, failed=failed)
             if outcome == "ok":
                 return self._result(model, doc, started, attempt)
             if outcome == "bad_response" or (outcome == "http_error" and not error.startswith("retry")):
                 break
+            last = server
             if attempt < self.max_attempts:
                 delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))  # jitter
         return ModelCall(model, outcome, "", 0, 0, _ms(started), attempt, error.removeprefix("retry: "))
 
-    async def _post(self, payload: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    async def _post(self, base_url: str, payload: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
         assert self._session is not None
         try:
             async with self._session.post(
-                f"{self.base_url}/chat/completions",
+                f"{base_url}/chat/completions",
                 json=payload,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             ) as resp:

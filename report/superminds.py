@@ -143,7 +143,7 @@ def judge_config(s: Settings) -> sj.JudgeConfig | str:
     """The configured judge, or why there is none (a sentence saying how to enable it)."""
     if s.report_judge_comments == 0:
         return "the LLM judge is off (SOCIETY_REPORT_JUDGE_COMMENTS=0)"
-    url = s.llm_base_url
+    url: str | None = s.llm_base_urls[0] if s.llm_base_urls else None  # the judge uses the first server
     if not url:
         from society.stack import read_state
 
