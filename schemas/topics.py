@@ -10,8 +10,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 HEADER_KIND = "society-kind"
-"""Header that marks a control record (``watermark``) among events; absent on events."""
+"""Header that marks a control record (``watermark``) among actions and on the marks topic; never on an
+event: the events topic carries events only."""
 KIND_WATERMARK = b"watermark"
+HEADER_EVENTS_OFFSET = "society-events-offset"
+"""On a marks record: the offset of the events partition the mark applies at (the events partition's next
+offset then), so a rebuild interleaves marks and events exactly as the live worker saw them."""
+
+SNAPSHOT_ID = "snapshot-id"
+"""Headers of a partition-state snapshot chunk (``streams.snapshots``): which snapshot, which chunk of how
+many, and the events and marks offsets the snapshot covers (everything below them is in the state)."""
+SNAPSHOT_CHUNK = "snapshot-chunk"
+SNAPSHOT_CHUNKS = "snapshot-chunks"
+SNAPSHOT_EVENTS_OFFSET = "snapshot-events-offset"
+SNAPSHOT_MARKS_OFFSET = "snapshot-marks-offset"
 
 DLQ_REASON = "dlq-reason"
 DLQ_CODE = "dlq-code"
@@ -32,6 +44,8 @@ class Role(StrEnum):
     FEEDS = "feeds"
     PARTIALS = "partials"
     METRICS = "metrics"
+    MARKS = "marks"
+    SNAPSHOTS = "snapshots"
 
 
 @dataclass(frozen=True)
@@ -57,9 +71,28 @@ TOPIC_SPECS: tuple[TopicSpec, ...] = (
         Role.EVENTS,
         "same as actions (same partition as the action)",
         "P",
-        "stream workers: valid events, deduplicated, plus forwarded watermarks",
-        "sink (group society.<name>.sink); stream workers rebuilding partition state",
+        "stream workers: valid events, deduplicated (events only, no control records)",
+        "sink (group society.<name>.sink); stream workers rebuilding partition state; any Kafka client",
         "the accepted event, byte for byte as the agent sent it",
+    ),
+    TopicSpec(
+        Role.MARKS,
+        "none (partition = the events partition)",
+        "P",
+        "stream workers: every watermark that counted, in the order it was applied",
+        "stream workers rebuilding partition state (with events, by offset)",
+        "the watermark as received; headers society-kind=watermark and society-events-offset (the events"
+        " partition's next offset when the mark applied)",
+    ),
+    TopicSpec(
+        Role.SNAPSHOTS,
+        "events partition number (partition = the events partition)",
+        "P",
+        "stream workers: the state of each owned partition every SOCIETY_SNAPSHOT_EVERY_EVENTS accepted"
+        " events or SOCIETY_SNAPSHOT_EVERY_SECONDS",
+        "stream workers rebuilding partition state; the trimmer (`streams.snapshots.needed_offsets`)",
+        "zlib-compressed partition state in chunks; headers snapshot-id, -chunk, -chunks, -events-offset,"
+        " -marks-offset (the offsets it covers)",
     ),
     TopicSpec(
         Role.DEADLETTER,

@@ -241,6 +241,8 @@ def topic_partitions(partitions: int, shards: int) -> dict[Role, int]:
         Role.FEEDS: partitions,
         Role.PARTIALS: 1,
         Role.METRICS: 1,
+        Role.MARKS: partitions,
+        Role.SNAPSHOTS: partitions,
     }
 
 
