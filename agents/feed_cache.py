@@ -44,6 +44,7 @@ class FeedCache:
             bootstrap_servers=self.bootstrap,
             group_id=None,
             enable_auto_commit=False,
+            auto_offset_reset="earliest",  # trimmed past its position (society.trim): newest snapshots stay
             fetch_max_wait_ms=self.fetch_wait_ms,
         )
         await self._consumer.start()
