@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    get_logger("agents").info("agents.starting", society=args.society)  # imports done (bench.startup)
     try:
         try:
             import uvloop

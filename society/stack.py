@@ -257,6 +257,7 @@ class LocalStack:
         asyncio.run(
             ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)
         )
+        self.journal("stack.topics_created", bootstrap=self.bootstrap)
         self.spawn("sinks")
         for _ in range(self.stream_workers):
             self.spawn("streams")
@@ -288,7 +289,7 @@ class LocalStack:
         n = sum(1 for c in self.children if c.role == role)
         child = self._popen(role, n, self.run_dir / f"{role}-{n}.log")
         self.children.append(child)
-        log.info("stack.spawned", role=role, pid=child.process.pid, log=str(child.log_path))
+        self.journal("stack.spawned", role=role, index=n, pid=child.process.pid, log=str(child.log_path))
         return child
 
     def respawn(self, old: Child, reason: str) -> Child:

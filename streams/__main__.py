@@ -16,7 +16,7 @@ import faust
 
 from society.logs import configure_logging, get_logger, tune_gc
 from society.settings import get_settings
-from streams.app import create_app
+from streams.app import ProcessorService, create_app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
+    get_logger("streams").info("streams.starting", society=args.society)  # imports done (bench.startup)
     tune_gc()
     loop: asyncio.AbstractEventLoop
     try:
@@ -42,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     # from working for about two minutes. The action processor's own consumer uses aiokafka's 10 s.
     app.conf.broker_session_timeout = settings.stream_session_timeout_seconds
     app.conf.broker_rebalance_timeout = settings.stream_session_timeout_seconds
-    worker = faust.Worker(app, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True)
+    # The action processor first: the worker starts its services before the app (see ProcessorService).
+    processor = ProcessorService(settings, args.bootstrap, args.society, loop=loop)
+    worker = faust.Worker(
+        app, processor, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True
+    )
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:

@@ -3,7 +3,8 @@
 One Faust worker process hosts, for one society:
 
 - the ``ActionProcessor`` service (validation, events, dead letters, feeds, window partials; see
-  ``streams.processor`` for why it is a batch loop and not a per-event agent);
+  ``streams.processor`` for why it is a batch loop and not a per-event agent), ``ProcessorService``: the
+  worker starts it before the app, so that it does not wait for the app's group and tables;
 - the ``aggregate`` agent: a Faust agent over the partials topic that waits until every partition has
   closed a window, computes the window's metrics (``streams.aggregate``) and publishes them on the metrics
   topic. Its state lives in Faust tables (changelog-backed), so a restarted or rebalanced worker resumes
@@ -108,18 +109,27 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
                 del pending[k]
             log.info("window.computed", window_start_us=start, metrics=len(metrics))
 
-    @app.service
-    class Processor(mode.Service):
-        """Hosts the ActionProcessor inside the Faust worker's lifecycle."""
-
-        def __post_init__(self) -> None:
-            self._stop = asyncio.Event()
-            self._proc = ActionProcessor(settings, bootstrap, society)
-
-        async def on_start(self) -> None:
-            self.add_future(self._proc.run(self._stop))
-
-        async def on_stop(self) -> None:
-            self._stop.set()
-
     return app
+
+
+class ProcessorService(mode.Service):
+    """Hosts the ``ActionProcessor`` in the stream worker's lifecycle.
+
+    Give it to the worker before the app (``faust.Worker(app, ProcessorService(...))``, see
+    ``streams.__main__``): the worker then starts it first, and its consumer joins its group while the Faust
+    app starts and joins its own. As an ``@app.service`` it started only once the app had joined its group
+    and recovered its tables, and the broker holds a first join for half the session timeout: the two joins
+    one after the other kept the first event about 6 s later (BENCHMARKS.md, start-up). A failure of the
+    processor's run still crashes the worker (mode crashes the service's whole beacon path up to the root),
+    which then exits non-zero."""
+
+    def __init__(self, settings: Settings, bootstrap: str, society: str, **kwargs: Any) -> None:
+        self._stop = asyncio.Event()
+        self._proc = ActionProcessor(settings, bootstrap, society)
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        self.add_future(self._proc.run(self._stop))
+
+    async def on_stop(self) -> None:
+        self._stop.set()
