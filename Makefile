@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup compiler browser demo demo-llm test test-unit test-integration lint bench clean
+.PHONY: help setup compiler browser kcat demo demo-llm test test-unit test-integration lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,6 +37,15 @@ browser: ## Install Debian's chromium (dashboard tests) with apt when it is miss
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@chromium --version
 
+kcat: ## Install Debian's kcat (tests of outside Kafka clients, docs/kafka-clients.md) with apt when it is missing
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	  else echo "kcat is missing and cannot be installed without root: apt-get install kcat"; exit 1; fi; \
+	  echo "installing kcat with apt ..."; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+	@kcat -V | grep -m1 Version
+
 demo: $(STAMP) ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 days, about a minute), query it, write its report
 	@rm -rf .society/demo-clickhouse
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --ticks 1000 --tick-seconds 300
@@ -62,7 +71,7 @@ demo-llm: $(STAMP) ## A society of 200 agents, 8 of them LLM agents on the local
 	  "SELECT model, count() AS calls, countIf(outcome != 'ok') AS failed_calls, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, round(quantile(0.5)(latency_ms)) AS p50_ms FROM model_calls WHERE society = 'demo_llm' GROUP BY model"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
 	  "SELECT decision, count() AS calls, any(reason) AS a_reason FROM model_calls WHERE society = 'demo_llm' GROUP BY decision ORDER BY calls DESC"
-test: $(STAMP) browser ## Run the whole test suite (unit + integration on the real broker, chDB and Chromium)
+test: $(STAMP) browser kcat ## Run the whole test suite (unit + integration on the real broker, chDB, Chromium, kcat)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: $(STAMP) ## Unit tests only
@@ -73,12 +82,14 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events and on the real crawl, LLM agents tokens/s (bench.*)
+bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events and on the real crawl, LLM agents tokens/s and decisions/s (bench.*)
 	$(BIN)/python -m bench.pipeline
 	$(BIN)/python -m bench.dashboard
 	$(BIN)/python -m bench.report
 	$(BIN)/python -m bench.crawl_report
 	$(BIN)/python -m bench.llm
+	$(BIN)/python -m bench.llm_rate
+	$(BIN)/python -m bench.startup
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from agents.roster import AgentSpec
+from agents.roster import AgentSpec, Cohort
 from schemas.control import FeedItem
 from schemas.events import Event
 
@@ -45,8 +45,13 @@ class TickContext:
 def awake(agents: Sequence[AgentSpec], ctx: TickContext, rate: float | None = None) -> list[int]:
     """Indices of the agents that act this tick: one draw each from the tick's stream, against the agent's
     own rate (its heartbeat, heavy-tailed over agents) or ``rate`` for all."""
-    rates = np.fromiter((a.rate if rate is None else rate for a in agents), dtype=float, count=len(agents))
-    return np.flatnonzero(ctx.rng.random(len(agents)) < rates).tolist()
+    draws = ctx.rng.random(len(agents))
+    if rate is not None:
+        return np.flatnonzero(draws < rate).tolist()
+    if isinstance(agents, Cohort):  # the roster's column: no AgentSpec is built for the agents asleep
+        return np.flatnonzero(draws < agents.rates).tolist()
+    rates = np.fromiter((a.rate for a in agents), dtype=float, count=len(agents))
+    return np.flatnonzero(draws < rates).tolist()
 
 
 def moment(ctx: TickContext, py: random.Random) -> datetime:

@@ -171,26 +171,38 @@ class Clock:
             self.origin_us = int(time.time() * 1_000_000)
         try:
             t = start_tick
+            lookahead = self.s.tick_lookahead
             while not stop.is_set():
                 if ticks is not None and t >= ticks:
                     break
-                if duration is not None and t > start_tick and time.monotonic() - began >= duration:
+                if duration is not None and self.tick >= start_tick and time.monotonic() - began >= duration:
                     break
                 if self.s.mode == "sim":
+                    # pipelined: tick t goes out once the feed of t - lookahead is complete, so the next
+                    # tick is already waiting when the agents' feed arrives (they wait for t - 1 themselves)
+                    if t - lookahead >= start_tick and not await self._completed(
+                        t - lookahead, start_tick, stop, on_tick
+                    ):
+                        break
+                    if self.tick == start_tick:  # the duration counts from the first tick processed
+                        began = time.monotonic()
                     sim_us = control.to_us(self.origin + timedelta(seconds=t * self.s.tick_seconds))
                     await self._publish(producer, t, sim_us, final=False)
-                    await self.barrier(t, stop, warn_after=self._warn_after(t, start_tick))
                 else:
                     await self._publish(producer, t, int(time.time() * 1_000_000), final=False)
                     if t == 0:  # genesis is a barrier in real time too: start once every worker is up
                         await self.barrier(0, stop, warn_after=self._warn_after(t, start_tick))
                     else:
                         await asyncio.sleep(self.s.tick_seconds)
-                self.tick = t
-                if t == start_tick:  # the duration counts from the first tick the stack has processed
-                    began = time.monotonic()
-                on_tick(t)
+                    self.tick = t
+                    if t == start_tick:
+                        began = time.monotonic()
+                    on_tick(t)
                 t += 1
+            if self.s.mode == "sim":  # the ticks still in flight
+                for u in range(max(start_tick, self.tick + 1), t):
+                    if not await self._completed(u, start_tick, stop, on_tick):
+                        break
             if self.s.mode == "sim":
                 end_us = control.to_us(self.origin + timedelta(seconds=t * self.s.tick_seconds))
             else:
@@ -200,6 +212,16 @@ class Clock:
             return t
         finally:
             await producer.stop()
+
+    async def _completed(
+        self, tick: int, start_tick: int, stop: asyncio.Event, on_tick: Callable[[int], None]
+    ) -> bool:
+        """Wait for the feed of ``tick`` (False: stopped first); then it is the newest tick done."""
+        if not await self.barrier(tick, stop, warn_after=self._warn_after(tick, start_tick)):
+            return False
+        self.tick = tick
+        on_tick(tick)
+        return True
 
     async def wait_closed(
         self, final_tick: int, timeout: float | None = None, stop: asyncio.Event | None = None

@@ -85,7 +85,7 @@ def simulate(
 ) -> OfflineResult:
     """Run ``ticks`` ticks of a society in this process and return every accepted event."""
     roster = build_roster(seed, agents, shards, behaviour)
-    by_shard = [[a for a in roster if a.shard == s] for s in range(shards)]
+    by_shard = [roster.cohort(s) for s in range(shards)]
     brain = StochasticBrain(behaviour)
     states = [
         PartitionState(

@@ -13,8 +13,10 @@ gives the same actions whatever the number of workers.
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from agents.behaviour import Behaviour
 from agents.brain import FeedView, TickContext, awake, moment
-from agents.genesis import genesis
+from agents.genesis import genesis_events
 from agents.roster import AgentSpec, submolt_weights
 from schemas.control import FeedItem
 from schemas.events import (
@@ -137,6 +139,9 @@ _WORDS = tuple(
         "how",
     ]
 )
+YIELD_SECONDS = 0.02
+"""Longest stretch of deciding between two turns of the event loop (``StochasticBrain.decide``)."""
+
 _WORD_P = np.arange(1, len(_WORDS) + 1, dtype=float) ** -1.1
 _WORD_P /= _WORD_P.sum()
 _WORD_CUM = np.cumsum(_WORD_P).tolist()
@@ -162,32 +167,41 @@ class StochasticBrain:
         self._rank_w = [r**-behaviour.targets.rank_exponent for r in range(1, 201)]
 
     async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
-        return self.decide_now(agents, feed, ctx)
+        """``decide_now``, giving the event loop a turn every ``YIELD_SECONDS`` so that a tick of a million
+        agents never starves the worker's polls, heartbeats and commits."""
+        out: list[Event] = []
+        turn = time.monotonic() + YIELD_SECONDS
+        for ev in self.events(agents, feed, ctx):
+            out.append(ev)
+            if time.monotonic() >= turn:
+                await asyncio.sleep(0)
+                turn = time.monotonic() + YIELD_SECONDS
+        return out
 
     def decide_now(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
         """Synchronous ``decide`` (the model does no I/O)."""
+        return list(self.events(agents, feed, ctx))
+
+    def events(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> Iterator[Event]:
+        """The tick's events one at a time (``decide`` and ``decide_now`` collect them)."""
         py = random.Random(int(ctx.rng.integers(2**63)))
         if ctx.tick == 0:
-            return genesis(agents, ctx, py)
-        out: list[Event] = []
+            yield from genesis_events(agents, ctx, py)
+            return
         for i in awake(agents, ctx):
             agent = agents[i]
             at = moment(ctx, py)
             kind = py.choices(self._kinds, weights=self._kind_w)[0]
-            ev: Event | None
             if kind == "post":
-                ev = self._post(agent, at, ctx, py)
+                yield self._post(agent, at, ctx, py)
+                continue
+            item = self._pick(agent, feed, py)
+            if item is None:  # empty feed: write something instead
+                yield self._post(agent, at, ctx, py)
+            elif kind == "comment":
+                yield self._comment(agent, item, at, ctx, py)
             else:
-                item = self._pick(agent, feed, py)
-                if item is None:  # empty feed: write something instead
-                    ev = self._post(agent, at, ctx, py)
-                elif kind == "comment":
-                    ev = self._comment(agent, item, at, ctx, py)
-                else:
-                    ev = self._vote(agent, item, at, ctx, py)
-            if ev is not None:
-                out.append(ev)
-        return out
+                yield self._vote(agent, item, at, ctx, py)
 
     # ------------------------------------------------------------------ pieces
     def _submolt(self, agent: AgentSpec, py: random.Random) -> str:

@@ -18,22 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.structs import ConsumerRecord
 
 from agents.behaviour import load_behaviour
 from agents.brain import Brain, TickContext
 from agents.feed_cache import FeedCache
-from agents.llm_brain import LLMBrain
-from agents.llm_client import ChatClient
-from agents.roster import AgentSpec, build_roster
+from agents.llm_brain import LLMBrain, open_llm_brain
+from agents.roster import Cohort, agent_index, build_roster
 from agents.stochastic import StochasticBrain
 from schemas import control
-from schemas.events import Event, partition_key
+from schemas.events import AgentsJoined, Event, partition_key
 from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
 from schemas.wire import encode_event
 from society.broker import partition_count
@@ -43,34 +45,19 @@ from society.settings import Settings
 log = get_logger(__name__)
 
 
+SEND_TURN_SECONDS = 0.02
+"""Longest stretch of sending between two turns of the event loop."""
+
+
 def shard_producer(shard: int) -> str:
     return f"shard-{shard}"
 
 
 @contextlib.asynccontextmanager
 async def llm_brain(s: Settings) -> AsyncIterator[LLMBrain]:
-    """The LLM brain of this worker, with its model client open."""
-    if not s.llm_base_url:
-        raise RuntimeError(
-            "SOCIETY_LLM_AGENTS > 0 but SOCIETY_LLM_BASE_URL is unset: start the society with `society run` "
-            "(which serves the local model) or point SOCIETY_LLM_BASE_URL at an OpenAI-compatible API"
-        )
-    client = ChatClient(
-        s.llm_base_url,
-        s.llm_api_key,
-        concurrency=s.llm_concurrency,
-        timeout_s=s.llm_timeout_seconds,
-        max_attempts=s.llm_max_attempts,
-    )
-    async with client:
-        log.info("agents.llm", base_url=s.llm_base_url, models=s.model_names, concurrency=s.llm_concurrency)
-        yield LLMBrain(
-            client,
-            max_tokens=s.llm_max_tokens,
-            temperature=s.llm_temperature,
-            json_schema=s.llm_json_schema,
-            rate=s.llm_rate,
-        )
+    """The LLM brain of this worker, its client open on the configured model server(s)."""
+    async with open_llm_brain(s) as brain:
+        yield brain
 
 
 class AgentWorker:
@@ -85,7 +72,7 @@ class AgentWorker:
         behaviour = load_behaviour(settings.behaviour_file)
         self.submolts = tuple(behaviour.submolts.names)
         self.brains: dict[str, Brain] = {b.name: b for b in (brains or [StochasticBrain(behaviour)])}
-        roster = build_roster(
+        self.roster = build_roster(
             settings.seed,
             settings.agents,
             settings.shards,
@@ -93,15 +80,22 @@ class AgentWorker:
             llm_agents=settings.llm_agents,
             models=settings.model_names,
         )
-        self.llm_agents = sum(1 for a in roster if a.brain == "llm")
-        self.by_shard: list[list[AgentSpec]] = [[] for _ in range(settings.shards)]
-        for a in roster:
-            self.by_shard[a.shard].append(a)
+        self.llm_agents = min(settings.llm_agents, settings.agents)
+        self._cohorts: dict[tuple[int, str], Cohort] = {}
         self.producers = [shard_producer(s) for s in range(settings.shards)]
         self.origin = datetime.fromisoformat(settings.sim_start)
         self.t_actions = topic_name(society, Role.ACTIONS)
         self.emitted = 0
         self.forged = 0
+        self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
+        self.closing = False
+
+    def cohort(self, shard: int, brain: str) -> Cohort:
+        """The agents of ``shard`` that ``brain`` drives (index arrays, built once)."""
+        key = (shard, brain)
+        if key not in self._cohorts:
+            self._cohorts[key] = self.roster.cohort(shard).of_brain(brain)
+        return self._cohorts[key]
 
     async def run(self, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as brains:
@@ -115,44 +109,92 @@ class AgentWorker:
         )
         await producer.start()
         consumer = AIOKafkaConsumer(
-            topic_name(self.society, Role.TICKS),
             bootstrap_servers=self.bootstrap,
             group_id=f"society.{self.society}.agents",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=self.s.poll_ms,
+            max_poll_interval_ms=self.s.agent_max_poll_interval_ms,
+            # a short session: the local broker holds a group's first join for half of it (start-up);
+            # safe because the worker's event loop gets a turn every 20 ms however long a tick takes
+            session_timeout_ms=self.s.group_session_timeout_ms,
+            heartbeat_interval_ms=max(100, self.s.group_session_timeout_ms // 6),
+            rebalance_timeout_ms=max(10_000, self.s.group_session_timeout_ms),
         )
         await consumer.start()
+        consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=_Revocations(self))
         partitions = await partition_count(self.bootstrap, self.t_actions)
         feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms)
         await feeds.start()
-        log.info("agents.started", society=self.society, agents=self.s.agents, shards=self.s.shards)
+        log.info(
+            "agents.started",
+            society=self.society,
+            agents=self.s.agents,
+            shards=self.s.shards,
+            roster_mb=round(self.roster.nbytes() / 2**20, 1),
+        )
+        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]] = asyncio.Queue()
+        acting = asyncio.create_task(self._act(work, consumer, producer, feeds, partitions, stop))
         try:
-            while not stop.is_set():
+            # The poll loop never waits for a tick: it hands each fetch to ``_act`` and pauses those
+            # partitions until the fetch is acted on and committed. Polls, heartbeats and the poll-interval
+            # clock keep going however long a tick takes, so a slow tick is not a rebalance.
+            while not stop.is_set() and not acting.done():
                 batch = await consumer.getmany(timeout_ms=100)
-                if not batch:
-                    continue
-                # Every shard's tick of this fetch is decided and sent before one wait for all the acks:
-                # the barrier's round trip is paid once per tick, not once per shard.
-                futures: list[Awaitable[Any]] = []
-                ticks = sorted(
-                    (control.loads(rec.value) for records in batch.values() for rec in records),
-                    key=lambda k: (k["tick"], k["shard"]),
-                )
-                # The shards of one tick decide concurrently (model calls overlap), then send in order.
-                for _, same_tick in itertools.groupby(ticks, key=lambda k: k["tick"]):
-                    group = list(same_tick)
-                    decided = await asyncio.gather(*(self._decide(t, feeds, stop) for t in group))
-                    for tick, (events, wm) in zip(group, decided, strict=True):
-                        futures.extend(await self._send(tick, events, wm, producer, partitions))
-                await asyncio.gather(*futures)
-                await consumer.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
+                if batch:
+                    consumer.pause(*batch)
+                    work.put_nowait(batch)
         finally:
+            if not acting.done():
+                acting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acting  # a failure of the acting task is raised here
             await feeds.stop()
+            self.closing = True  # leaving the group at the end is no revocation
             with contextlib.suppress(Exception):
                 await consumer.stop()
             await producer.stop()
-            log.info("agents.stopped", emitted=self.emitted, forged=self.forged)
+            log.info("agents.stopped", emitted=self.emitted, forged=self.forged, revoked=self.revoked)
+
+    async def _act(
+        self,
+        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]],
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        feeds: FeedCache,
+        partitions: int,
+        stop: asyncio.Event,
+    ) -> None:
+        """Act on each fetched batch of ticks in turn, commit it, resume its partitions."""
+        while not stop.is_set():
+            batch = await work.get()
+            ticks = sorted(
+                (control.loads(rec.value) for records in batch.values() for rec in records),
+                key=lambda k: (k["tick"], k["shard"]),
+            )
+            futures: list[Awaitable[Any]] = []
+            for _, same_tick in itertools.groupby(ticks, key=lambda k: k["tick"]):
+                group = list(same_tick)
+                if self.llm_agents:  # model calls of the shards overlap, then the shards send in order
+                    decided = await asyncio.gather(*(self._decide(t, feeds, stop) for t in group))
+                    for tick, (events, wm) in zip(group, decided, strict=True):
+                        futures.extend(await self._send(tick, events, wm, producer, partitions))
+                else:  # one shard at a time: a shard's events are sent (and freed) before the next
+                    for tick in group:
+                        events, wm = await self._decide(tick, feeds, stop)
+                        futures.extend(await self._send(tick, events, wm, producer, partitions))
+            if stop.is_set():
+                return  # not committed: the next owner acts on these ticks again (same event ids)
+            await asyncio.gather(*futures)
+            offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
+            owned = consumer.assignment()
+            try:
+                await consumer.commit({tp: o for tp, o in offsets.items() if tp in owned})
+            except (CommitFailedError, IllegalStateError) as exc:
+                # the group moved these partitions meanwhile: their new owner acts on the ticks again,
+                # and the regenerated events carry the same ids (dropped downstream as duplicates)
+                log.warning("agents.commit_after_rebalance", error=repr(exc))
+            consumer.resume(*(tp for tp in batch if tp in consumer.assignment()))
 
     async def _decide(
         self, tick: control.Tick, feeds: FeedCache, stop: asyncio.Event
@@ -180,15 +222,11 @@ class AgentWorker:
             rng=np.random.default_rng([self.s.seed, shard, t]),
             submolts=self.submolts,
         )
-        members = self.by_shard[shard]
-        allowed = {a.agent_id for a in members}
         events: list[Event] = []
         for name, brain in self.brains.items():
-            mine = [a for a in members if a.brain == name]
-            if mine:
-                events.extend(
-                    ev for ev in await brain.decide(mine, feed, ctx) if self._acceptable(ev, allowed)
-                )
+            mine = self.cohort(shard, name)
+            if len(mine):
+                events.extend(ev for ev in await brain.decide(mine, feed, ctx) if self._acceptable(ev, mine))
         return events, control.to_us(start + timedelta(seconds=self.s.tick_seconds))
 
     async def _send(
@@ -201,10 +239,14 @@ class AgentWorker:
     ) -> list[Awaitable[Any]]:
         """Send a shard's events, then its watermark on every partition; return the send futures."""
         futures: list[Awaitable[Any]] = []
+        turn = time.monotonic() + SEND_TURN_SECONDS
         for ev in events:
             key = partition_key(ev).encode()
             futures.append(await producer.send(self.t_actions, encode_event(ev), key=key))
             self.emitted += 1
+            if time.monotonic() >= turn:  # a send that finds room in the batch does not yield
+                await asyncio.sleep(0)
+                turn = time.monotonic() + SEND_TURN_SECONDS
         mark = control.watermark(
             shard_producer(tick["shard"]),
             self.producers,
@@ -220,10 +262,29 @@ class AgentWorker:
             )
         return futures
 
-    def _acceptable(self, ev: Event, allowed: set[str]) -> bool:
-        """A brain may only act for the agents it was asked about, in this society."""
-        if ev.actor not in allowed or ev.society != self.society:
-            self.forged += 1
-            log.warning("agents.forged_event_dropped", actor=ev.actor, society=ev.society)
-            return False
+    def _acceptable(self, ev: Event, agents: Cohort) -> bool:
+        """A brain may only act for the agents it was asked about, in this society (every agent of a
+        cohort it registers included)."""
+        actors = [a.agent_id for a in ev.body.agents] if isinstance(ev, AgentsJoined) else [ev.actor]
+        for actor in actors:
+            index = agent_index(actor)
+            if index is None or not agents.holds(index) or ev.society != self.society:
+                self.forged += 1
+                log.warning("agents.forged_event_dropped", actor=actor, society=ev.society)
+                return False
         return True
+
+
+class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Counts the tick partitions a rebalance takes from the worker (``AgentWorker.revoked``)."""
+
+    def __init__(self, worker: AgentWorker) -> None:
+        self.worker = worker
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked and not self.worker.closing:
+            self.worker.revoked += len(revoked)
+            log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        log.info("agents.partitions_assigned", partitions=sorted(tp.partition for tp in assigned))

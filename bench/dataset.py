@@ -42,7 +42,7 @@ HEADER = struct.Struct("<BhHI")
 TICK_US = 60 * 1_000_000
 SIM_START = datetime(2026, 1, 28, tzinfo=UTC)
 PRODUCER = control.REPLAY_PRODUCER  # a producer every society registers (schemas.control)
-GENESIS_TYPES = frozenset({"agent_registered", "submolt_created", "agent_subscribed"})
+GENESIS_TYPES = frozenset({"agent_registered", "agents_joined", "submolt_created", "agent_subscribed"})
 _EPOCH = datetime(1970, 1, 1)
 _MASK48 = (1 << 48) - 1
 _GOLDEN = 0x9E3779B97F4A7C15

@@ -5,7 +5,7 @@ Stages (all in one run, on one broker, so their ratios compare like with like):
 1. raw consume ceiling: aiokafka ``getmany`` + ``orjson.loads`` over the pre-produced actions topic;
 2. producer: the ``bench.producer`` child (acks=all, linger 5 ms) writes N events + watermarks;
 3. stream processor: one ``python -m streams`` worker on that backlog, from the first record in the events
-   topic until the events topic (high watermarks read by a fetch) holds every accepted event and mark;
+   topic until the events and marks topics (high watermarks read by a fetch) hold every event and mark;
 4. sink: ``python -m sinks`` on the events topic of stage 3, from its first insert until ``rows.events``;
 5. end to end: fresh society, sink + worker running and warm, N events produced at full speed, from the
    first send until ``/health`` reports N rows in ClickHouse; peak RSS of worker, sink and producer;
@@ -670,9 +670,10 @@ class Bench:
         st = self.stage("processor", "stream processor (1 worker, backlog in actions)")
         t_events = topic_name(self.soc_a, Role.EVENTS)
         t_dlq = topic_name(self.soc_a, Role.DEADLETTER)
+        t_marks = topic_name(self.soc_a, Role.MARKS)  # watermarks are recorded there, not on events
         target = self.ds.events + self.ds.marks
         task = self.progress.add_task("3 stream processor", total=target)
-        watch = HighWatch(self.bootstrap, [t_events, t_dlq])
+        watch = HighWatch(self.bootstrap, [t_events, t_marks, t_dlq])
         await watch.start()
         profiler: subprocess.Popen[bytes] | None = None
         first: float | None = None
@@ -686,7 +687,7 @@ class Bench:
             while True:
                 tot = await watch.totals()
                 now = time.time()
-                done = tot[t_events] + tot[t_dlq]
+                done = tot[t_events] + tot[t_marks] + tot[t_dlq]
                 samples.append((now, done))
                 if first is None and done > 0:
                     first = now
@@ -701,7 +702,7 @@ class Bench:
             assert first is not None
             st.events = self.ds.events
             st.seconds = now - first
-            st.note = "first record in events topic -> all accepted events + forwarded marks there"
+            st.note = "first record in events topic -> all accepted events there, all marks in marks"
             st.note += "; " + tenths(samples, first, target)
             if tot[t_dlq]:
                 st.note += f"; {tot[t_dlq]:,} dead letters"
@@ -1472,7 +1473,7 @@ METHOD_TEXT = """\
 - 2 producer: `bench/producer.py` (aiokafka, `acks=all`, `linger_ms=5`, 1 MiB batches, uvloop) sends the
   N pre-encoded events (keyed) and the watermarks: N / (last ack - first send).
 - 3 stream processor: one `python -m streams` worker started on the filled actions topic:
-  N / (time the events topic holds all N events and forwarded marks - time its first record appeared),
+  N / (time the events and marks topics hold all N events and marks - time its first record appeared),
   read from fetch high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu). The Faust aggregator
   runs in the same process and competes with the processor for it; when it finishes the metrics of the
   last window is reported in the note (it may lag behind the events).
@@ -1513,6 +1514,15 @@ KEPT_BLOCKS = [
 ]  # written by other benchmarks
 
 
+def kept_blocks(text: str) -> list[tuple[str, str]]:
+    """Every ``<!-- name:begin -->`` ... ``<!-- name:end -->`` block of another benchmark, in file order
+    (``KEPT_BLOCKS`` and any other: a benchmark that writes BENCHMARKS.md marks its section this way)."""
+    own = {NOTES_BEGIN, HISTORY_BEGIN}
+    found = [m.group(0) for m in re.finditer(r"<!-- [a-z0-9-]+:begin -->", text)]
+    names = [*found, *(b for b, _ in KEPT_BLOCKS if b not in found)]
+    return [(b, b.replace(":begin", ":end")) for b in names if b not in own]
+
+
 def _block(text: str, begin: str, end: str) -> str | None:
     if begin in text and end in text:
         return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
@@ -1546,7 +1556,7 @@ def write_markdown(run: Run, path: Path) -> None:
         if block is not None:
             old_history = [ln for ln in block.splitlines() if ln.startswith("| 20")]
         notes = _block(text, NOTES_BEGIN, NOTES_END) or ""
-        for begin, end in KEPT_BLOCKS:
+        for begin, end in kept_blocks(text):
             if (found := _block(text, begin, end)) is not None:
                 kept[begin] = found
     m = run.machine
@@ -1655,9 +1665,8 @@ def write_markdown(run: Run, path: Path) -> None:
         "date", "events", "ceiling/s", "producer/s", "processor/s", "sink/s", "e2e/s", "latency p99 s",
         "worker peak RSS", "load 1 min", "replay/s",
     ]  # fmt: skip
-    for begin, end in KEPT_BLOCKS:
-        if begin in kept:
-            parts.append(begin + "\n" + kept[begin] + "\n" + end + "\n")
+    for begin in kept:
+        parts.append(begin + "\n" + kept[begin] + "\n" + begin.replace(":begin", ":end") + "\n")
     parts.append("## History\n")
     parts.append("One line per run that wrote this file, newest last.\n")
     parts.append(

@@ -219,10 +219,8 @@ def load_record(wh: Warehouse, society: str, until: datetime | str | None = None
     until_us = _us(until)
     before = "" if until_us is None else f" AND toUnixTimestamp64Micro(occurred_at) < {until_us}"
     agents: dict[str, str] = {}
-    for actor, name in wh.query(
-        f"SELECT actor, JSONExtractString(body, 'name') FROM events FINAL WHERE society = {q} "
-        f"AND type = 'agent_registered'{before}"
-    ).rows:
+    registered = "" if until_us is None else f" AND toUnixTimestamp64Micro(registered_at) < {until_us}"
+    for actor, name in wh.query(f"SELECT agent_id, name FROM agents WHERE society = {q}{registered}").rows:
         agents[str(actor).casefold()] = str(actor)
         if name:
             agents[str(name).casefold()] = str(actor)

@@ -211,8 +211,7 @@ def leaders_items(wh: Warehouse, society: str, tops: dict[int, frozenset[str]], 
     a labelled variant, the Jaccard overlap of the newest window's top k with them."""
     leaders = ranked_leaders(whole_period_pagerank(wh, society), top_k)
     registered = wh.query(
-        "SELECT actor, any(JSONExtractString(body, 'name')) FROM events "
-        f"WHERE society = {quoted(society)} AND type = 'agent_registered' GROUP BY actor"
+        f"SELECT agent_id, any(name) FROM agents WHERE society = {quoted(society)} GROUP BY agent_id"
     ).rows
     names = {str(actor): str(name) for actor, name in registered}
     led = [frozenset(t) for _, t in sorted(tops.items())]

@@ -247,6 +247,7 @@ class WindowPartial(TypedDict):
     partitions: int
     counts: dict[str, int]
     active_agents: list[str]
+    joined_agents: NotRequired[int]  # agents registered by agents_joined cohorts in the window
     edges: list[list[Any]]  # [src, dst, weight]
     size_hist: dict[str, int]  # comments per thread -> threads (cumulative at window end)
     participants_hist: dict[str, int]

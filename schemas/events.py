@@ -29,9 +29,10 @@ Bounds (stated in the JSON Schema too, so that no accepted record can break a co
 
 ``vote_tallied`` carries votes known only as counts (imported dumps), so that importers never invent
 individual votes; ``comment_created.parent_unknown`` marks an imported reply whose source gives its depth
-but not its parent. ``model_called`` records one model call of an LLM agent (model, tokens, latency,
-outcome, and the decision it led to): cost and latency are data, queried like any other event; it is not
-a society action and counts in no activity metric.
+but not its parent. ``agents_joined`` registers a cohort of agents with their subscriptions in one record
+(a simulated society's genesis). ``model_called`` records one model call of an LLM agent (model, tokens,
+latency, outcome, and the decision it led to): cost and latency are data, queried like any other event; it
+is not a society action and counts in no activity metric.
 """
 
 from __future__ import annotations
@@ -119,6 +120,37 @@ class AgentRegisteredBody(_Model):
     brain: Annotated[Text, Field(max_length=100)] = "stochastic"
     model: Annotated[Text, Field(max_length=200)] | None = None
     persona: Annotated[Text, Field(max_length=4000)] | None = None
+
+
+MAX_JOINED = 1000
+"""Most agents one ``agents_joined`` event registers (the record size bound applies as well)."""
+
+
+class JoinedAgent(_Model):
+    """One agent of an ``agents_joined`` cohort: what ``agent_registered`` and its ``agent_subscribed``
+    events would say of it."""
+
+    agent_id: Id
+    name: Annotated[Text, Field(min_length=1, max_length=200)]
+    brain: Annotated[Text, Field(max_length=100)] = "stochastic"
+    model: Annotated[Text, Field(max_length=200)] | None = None
+    persona: Annotated[Text, Field(max_length=4000)] | None = None
+    subscriptions: Annotated[tuple[Id, ...], Field(max_length=256)] = ()
+
+
+class AgentsJoinedBody(_Model):
+    """A cohort of agents registering at once, each with its subscriptions (a society's genesis).
+
+    The same facts as one ``agent_registered`` per agent plus one ``agent_subscribed`` per subscription,
+    in one record: a million agents are about four thousand events instead of 3.5 million."""
+
+    agents: Annotated[tuple[JoinedAgent, ...], Field(min_length=1, max_length=MAX_JOINED)]
+
+    @model_validator(mode="after")
+    def _distinct(self) -> AgentsJoinedBody:
+        if len({a.agent_id for a in self.agents}) != len(self.agents):
+            raise ValueError("an agent appears twice in one agents_joined cohort")
+        return self
 
 
 class SubmoltCreatedBody(_Model):
@@ -223,6 +255,19 @@ class AgentRegistered(_Envelope):
     body: AgentRegisteredBody
 
 
+class AgentsJoined(_Envelope):
+    """``actor`` is the cohort's first agent (its key: ``agent:<actor>``)."""
+
+    type: Literal["agents_joined"] = "agents_joined"
+    body: AgentsJoinedBody
+
+    @model_validator(mode="after")
+    def _actor_first(self) -> AgentsJoined:
+        if self.body.agents[0].agent_id != self.actor:
+            raise ValueError("the actor of agents_joined is the cohort's first agent")
+        return self
+
+
 class SubmoltCreated(_Envelope):
     type: Literal["submolt_created"] = "submolt_created"
     body: SubmoltCreatedBody
@@ -265,6 +310,7 @@ class ModelCalled(_Envelope):
 
 Event = Annotated[
     AgentRegistered
+    | AgentsJoined
     | SubmoltCreated
     | AgentSubscribed
     | AgentFollowed
@@ -277,6 +323,7 @@ Event = Annotated[
 ]
 EVENT_TYPES: tuple[str, ...] = (
     "agent_registered",
+    "agents_joined",
     "submolt_created",
     "agent_subscribed",
     "agent_followed",

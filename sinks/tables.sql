@@ -140,3 +140,51 @@ SELECT
     JSONExtractString(body, 'action_event_id')    AS action_event_id
 FROM events FINAL
 WHERE type = 'model_called';
+
+-- agents: one row per registered agent, whether it registered alone (agent_registered, imports and probes)
+-- or in a cohort (agents_joined: a simulated society's genesis, up to 1,000 agents per event).
+-- "Which models do the agents use?":  SELECT brain, model, count() FROM agents WHERE society = 'demo'
+--                                     GROUP BY brain, model
+CREATE OR REPLACE VIEW agents AS
+SELECT
+    society,
+    actor                                   AS agent_id,
+    JSONExtractString(body, 'name')         AS name,
+    JSONExtractString(body, 'brain')        AS brain,
+    JSONExtractString(body, 'model')        AS model,
+    JSONExtractString(body, 'persona')      AS persona,
+    occurred_at                             AS registered_at,
+    event_id
+FROM events FINAL
+WHERE type = 'agent_registered'
+UNION ALL
+SELECT
+    society,
+    JSONExtractString(member, 'agent_id')   AS agent_id,
+    JSONExtractString(member, 'name')       AS name,
+    JSONExtractString(member, 'brain')      AS brain,
+    JSONExtractString(member, 'model')      AS model,
+    JSONExtractString(member, 'persona')    AS persona,
+    occurred_at                             AS registered_at,
+    event_id
+FROM events FINAL
+ARRAY JOIN JSONExtractArrayRaw(body, 'agents') AS member
+WHERE type = 'agents_joined';
+
+-- subscriptions: one row per agent and submolt it subscribed to (agent_subscribed, and the subscriptions
+-- of each agent of an agents_joined cohort).
+CREATE OR REPLACE VIEW subscriptions AS
+SELECT society, actor AS agent_id, submolt, occurred_at, event_id
+FROM events FINAL
+WHERE type = 'agent_subscribed'
+UNION ALL
+SELECT
+    society,
+    JSONExtractString(member, 'agent_id')   AS agent_id,
+    submolt,
+    occurred_at,
+    event_id
+FROM events FINAL
+ARRAY JOIN JSONExtractArrayRaw(body, 'agents') AS member
+ARRAY JOIN JSONExtract(member, 'subscriptions', 'Array(String)') AS submolt
+WHERE type = 'agents_joined';

@@ -41,6 +41,7 @@ from society.logs import get_logger
 from society.recover import new_generation, replay_history, resume_point
 from society.settings import Settings
 from society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
+from society.trim import Trimmer, trim_enabled
 from warehouse import QueryError, Result
 from warehouse.sink_http import query_http
 
@@ -306,6 +307,7 @@ async def _drive(
     async def flow() -> int:
         await stack.wait_sink_url(timeout=120)
         await feeds.start()
+        journal("clock.starting", tick=start_tick)  # the first tick is published now (bench.startup)
         final_tick = await clock.run(
             ticks=None if ticks is None else start_tick + ticks,
             duration=duration,
@@ -341,6 +343,8 @@ async def _drive(
     ) as live:
         guard = asyncio.create_task(supervisor.run())
         tasks = [asyncio.create_task(refresh(live)), asyncio.create_task(watch())]
+        if trim_enabled(settings):  # bounded broker memory: delete what every reader has passed
+            tasks.append(asyncio.create_task(Trimmer.for_settings(settings, stack.bootstrap, society).run()))
         main_task = asyncio.create_task(flow())
         aborter = asyncio.create_task(abort.wait())
         try:
@@ -465,6 +469,19 @@ class _KafkaLogs:
             self._handler.close()
 
 
+def _announce_dashboard(stack: LocalStack, console: Console) -> None:
+    """Say the dashboard's URL once it listens, from a thread: the clock does not wait for the dashboard to
+    start (1-2 s of the start-up when the workers join their groups quickly; BENCHMARKS.md, start-up)."""
+
+    def say() -> None:
+        url = stack.dashboard_url()
+        console.print(
+            f"[bold]dashboard[/bold] {url}" if url else f"the dashboard did not start; see {stack.run_dir}"
+        )
+
+    threading.Thread(target=say, name="dashboard-url", daemon=True).start()
+
+
 def _health(url: str) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
@@ -535,12 +552,7 @@ def run_society(
         save_config(settings, society)
         console.print(f"broker {stack.bootstrap}; logs in {stack.run_dir} (supervision: run.log)")
         if dashboard:
-            url = stack.dashboard_url()
-            console.print(
-                f"[bold]dashboard[/bold] {url}"
-                if url
-                else f"the dashboard did not start; see {stack.run_dir}"
-            )
+            _announce_dashboard(stack, console)
         start_tick = 0
         if resume and point is not None:
             stack.sink_url()

@@ -66,10 +66,13 @@ class Settings(BaseSettings):
     )
     llm_base_url: str | None = Field(
         default=None,
-        description="an OpenAI-compatible API (…/v1); unset: the stack serves SmolLM2-135M locally",
+        description="one or several comma-separated OpenAI-compatible APIs (…/v1) serving the same models, "
+        "sharing the calls; unset: the stack serves SmolLM2-135M locally",
     )
     llm_api_key: str | None = Field(default=None, description="bearer key of the API, if it needs one")
-    llm_concurrency: int = Field(default=4, ge=1, le=1024, description="model calls in flight per worker")
+    llm_concurrency: int = Field(
+        default=4, ge=1, le=1024, description="model calls in flight per model server, per agent worker"
+    )
     llm_max_tokens: int = Field(default=192, ge=8, le=8192, description="completion tokens per decision")
     llm_temperature: float = Field(default=0.7, ge=0, le=2)
     llm_timeout_seconds: float = Field(default=120.0, gt=0, description="per attempt of a model call")
@@ -109,6 +112,16 @@ class Settings(BaseSettings):
     )
     sink_fail_seconds: float = Field(
         default=60.0, gt=0, description="failing inserts for this long make the sink exit (and be restarted)"
+    )
+
+    # --- topic trimming (society.trim) --------------------------------------------------------
+    trim: bool | None = Field(
+        default=None,
+        description="delete records every reader has passed (unset: only with the local broker; a Kafka "
+        "cluster has its own retention)",
+    )
+    trim_interval_seconds: float = Field(
+        default=10.0, gt=0, le=3600, description="seconds between two rounds of the topic trimmer"
     )
 
     # --- queries from outside (society sql, dashboard, report, probes, notebooks) ------------
@@ -157,12 +170,55 @@ class Settings(BaseSettings):
     barrier_timeout_seconds: float = Field(
         default=600.0, gt=0, description="a tick's barrier waiting this long stops the run with an error"
     )
+    agent_max_poll_interval_ms: int = Field(
+        default=300_000,
+        ge=1_000,
+        description="aiokafka max_poll_interval_ms of the agent workers' tick consumer; a tick may take "
+        "longer: its partitions are paused and polled meanwhile, so the worker keeps them",
+    )
+    tick_lookahead: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="simulated time: the clock publishes tick t once the feed of tick t - lookahead is "
+        "complete (1: one tick at a time); agents still act on the feed of the tick before theirs",
+    )
     stream_session_timeout_seconds: float = Field(
         default=10.0,
         gt=0,
         le=90,
         description="how long a dead stream worker keeps its Faust consumer-group membership (Faust's 60 s "
         "default held a restarted worker back for two minutes)",
+    )
+    group_session_timeout_ms: int = Field(
+        default=6_000,
+        ge=1_000,
+        le=300_000,
+        description="session timeout (aiokafka session_timeout_ms) of the consumer groups of the sink, the "
+        "stream workers' action processor and the agent workers; heartbeats every sixth of it. The local "
+        "broker holds a new group's first join for half of it, which was most of the start-up at 10 s "
+        "(BENCHMARKS.md, start-up); 6 s is the least a Kafka cluster accepts by default "
+        "(group.min.session.timeout.ms)",
+    )
+    snapshot_every_events: int = Field(
+        default=200_000,
+        ge=1,
+        description="a stream worker snapshots a partition's state after this many accepted events and "
+        "marks (streams.snapshots); the events and marks below the newest snapshot may then be trimmed. "
+        "A snapshot costs about 4 us per event the state holds (to_snapshot + zlib), a replay 40 us per "
+        "event after it",
+    )
+    snapshot_every_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="... or this long after the partition's last snapshot, if anything changed since",
+    )
+    snapshot_chunk_bytes: int = Field(
+        default=900_000,
+        ge=1024,
+        le=8 << 20,
+        description="a snapshot is split into records of at most this many bytes (Kafka's default "
+        "message.max.bytes is 1 MiB)",
     )
 
     @property
@@ -172,6 +228,12 @@ class Settings(BaseSettings):
         seconds: with the local broker, 10 ms polling took about a fifth of a core that the co-located
         model server then lacked (BENCHMARKS.md, LLM agents)."""
         return 10 if self.llm_agents == 0 else 200
+
+    @property
+    def llm_base_urls(self) -> tuple[str, ...]:
+        """The model servers of ``llm_base_url`` (a comma-separated list), in order; empty when unset."""
+        urls = (u.strip().rstrip("/") for u in (self.llm_base_url or "").split(","))
+        return tuple(dict.fromkeys(u for u in urls if u))
 
     @property
     def model_names(self) -> tuple[str, ...]:

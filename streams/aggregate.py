@@ -20,8 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schemas.control import MetricEvent, WindowPartial, metric_id
-from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
-from streams.powerlaw_fit import fit_discrete_power_law
 from streams.thread_stats import mean_depth, share_zero
 
 LEADERS = 10
@@ -49,6 +47,11 @@ def window_metrics(
     society: str, partials: list[WindowPartial], memory: InfluenceMemory, *, top_k: int
 ) -> list[MetricEvent]:
     """All metric events of one window; ``memory`` is read and updated for the next window."""
+    # Imported here, not at the top: scipy (sparse, special) took 0.2 s of the stream worker's start,
+    # before its action processor could join its group; the first window closes much later.
+    from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+    from streams.powerlaw_fit import fit_discrete_power_law
+
     partials = sorted(partials, key=lambda p: p["partition"])
     start, end = partials[0]["window_start_us"], partials[0]["window_end_us"]
     now = time.time()
@@ -78,7 +81,8 @@ def window_metrics(
         emit("events", etype, n)
     emit("events_total", "", sum(counts.values()))
     emit("active_agents", "", len(active))
-    emit("new_agents", "", counts.get("agent_registered", 0))
+    joined = sum(int(p.get("joined_agents", 0)) for p in partials)  # cohorts of agents_joined
+    emit("new_agents", "", counts.get("agent_registered", 0) + joined)
 
     # threads and cascades (cumulative at window end)
     sizes = _merge(partials, "size_hist")

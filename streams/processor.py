@@ -11,10 +11,20 @@ Contract (at-least-once in, effectively-once out):
 - per batch: every output record is acknowledged by the broker (acks=all) before the input offsets are
   committed; a crash replays the uncommitted tail, and the rebuilt state recognises its events as
   duplicates by event id, so nothing is published twice to the events topic;
-- on partition assignment the partition's state is rebuilt from its events topic (the accepted log); a
-  worker that cannot rebuild a partition logs ``processor.rebuild_failed`` and its run loop raises, which
-  stops the Faust worker with a non-zero exit (mode crashes the worker on a failed service future), so
-  the stack restarts it instead of it running on without the partition;
+- the events topic carries events only. Every watermark that counted goes to the marks topic with the
+  events offset it applied at (``HEADER_EVENTS_OFFSET``: the events partition's next offset then, known
+  once the events before it are acknowledged), so the two logs interleave exactly as the worker saw them;
+- every ``snapshot_every_events`` accepted events or ``snapshot_every_seconds`` (if anything changed) the
+  state of each owned partition goes to the snapshots topic with the events and marks offsets it covers
+  (``streams.snapshots``), written once everything before it is acknowledged and committed;
+- on partition assignment the partition's state is rebuilt from its newest complete snapshot and the
+  events and marks after it (from the beginning when there is none); a worker that cannot rebuild a
+  partition (the log trimmed below what the snapshot covers, a stalled read) logs
+  ``processor.rebuild_failed`` and its run loop raises, which stops the Faust worker with a non-zero exit
+  (mode crashes the worker on a failed service future), so the stack restarts it instead of it running
+  on without the partition. Caveat: a crash after a batch's events are acknowledged and before its marks
+  are leaves those marks out of the log; the replayed batch applies them after its events (the events
+  are the same; a window partial of that batch may then count them);
 - invalid records go to the dead-letter topic with reason, code and origin in headers; the loop goes on.
   A dead letter keeps at most ``DLQ_MAX_VALUE_BYTES`` of the record (headers ``dlq-original-bytes`` and
   ``dlq-truncated`` say how much there was), so that no record is too large to dead-letter;
@@ -47,6 +57,7 @@ from schemas.topics import (
     DLQ_REASON,
     DLQ_TOPIC,
     DLQ_TRUNCATED,
+    HEADER_EVENTS_OFFSET,
     HEADER_KIND,
     KIND_WATERMARK,
     Role,
@@ -56,6 +67,7 @@ from schemas.wire import MAX_REASON_CHARS
 from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
+from streams import snapshots
 from streams.batch_out import BatchOut
 from streams.partition_state import Accepted, EventIds, MarkApplied, Outcome, PartitionState, Rejected
 
@@ -66,12 +78,25 @@ DLQ_MAX_VALUE_BYTES = 1 << 20
 DLQ_MAX_KEY_BYTES = 1 << 10
 MAX_EVENT_BYTES = 1 << 20
 """Whatever SOCIETY_MAX_EVENT_BYTES says, an accepted event fits one producer batch (1 MiB)."""
-REBUILD_STALL_S = 120.0
-_WATERMARK_HEADERS = [(HEADER_KIND, KIND_WATERMARK)]
+REPLAY_NOW_US = 2**62
+"""Processing time of a replay: nothing recorded is refused as being in the future."""
 
 
 class RebuildFailed(Exception):
-    """A partition's state could not be rebuilt from its events topic: the worker must not go on."""
+    """A partition's state could not be rebuilt from its snapshot and log: the worker must not go on."""
+
+
+def mark_headers(events_offset: int) -> list[tuple[str, bytes]]:
+    """Headers of a marks record: its kind and the events offset the mark applied at."""
+    return [(HEADER_KIND, KIND_WATERMARK), (HEADER_EVENTS_OFFSET, str(events_offset).encode())]
+
+
+def mark_events_offset(headers: Any) -> int:
+    """The events offset a marks record applied at (``mark_headers``); ValueError if it has none."""
+    for k, v in headers or ():
+        if k == HEADER_EVENTS_OFFSET:
+            return int(v)
+    raise ValueError("marks record without a society-events-offset header")
 
 
 def is_watermark(headers: Any) -> bool:
@@ -102,7 +127,15 @@ class ActionProcessor:
         self.t_dlq = topic_name(society, Role.DEADLETTER)
         self.t_feeds = topic_name(society, Role.FEEDS)
         self.t_partials = topic_name(society, Role.PARTIALS)
+        self.t_marks = topic_name(society, Role.MARKS)
         self.states: dict[int, PartitionState] = {}
+        # per owned partition: next offsets of its events and marks partitions, and what changed since
+        # its last snapshot (records, monotonic time)
+        self.next_events: dict[int, int] = {}
+        self.next_marks: dict[int, int] = {}
+        self.changed: dict[int, int] = {}
+        self.snapshot_at: dict[int, float] = {}
+        self.snapshots = 0
         self.event_ids = EventIds()  # every accepted event id of the partitions this worker owns
         self.registered = control.registered_producers(settings.shards)
         self.failure: RebuildFailed | None = None
@@ -112,21 +145,23 @@ class ActionProcessor:
         self.producer: AIOKafkaProducer | None = None
         self.processed = 0
 
-    def _new_state(self, partition: int) -> PartitionState:
+    def _state_config(self) -> dict[str, Any]:
+        """The keyword arguments of this worker's ``PartitionState``s."""
         s = self.settings
-        return PartitionState(
-            partition,
-            self.partitions,
-            window_us=int(s.window_seconds * 1_000_000),
-            feed_size=s.feed_size,
-            max_event_bytes=min(s.max_event_bytes, MAX_EVENT_BYTES),
-            max_future_us=int(s.max_future_skew_s * 1_000_000),
-            thread_ttl_us=int(s.thread_ttl_seconds * 1_000_000),
-            society=self.society,
-            check_keys=True,
-            registered=self.registered,
-            event_ids=self.event_ids,
-        )
+        return {
+            "window_us": int(s.window_seconds * 1_000_000),
+            "feed_size": s.feed_size,
+            "max_event_bytes": min(s.max_event_bytes, MAX_EVENT_BYTES),
+            "max_future_us": int(s.max_future_skew_s * 1_000_000),
+            "thread_ttl_us": int(s.thread_ttl_seconds * 1_000_000),
+            "society": self.society,
+            "check_keys": True,
+            "registered": self.registered,
+            "event_ids": self.event_ids,
+        }
+
+    def _new_state(self, partition: int) -> PartitionState:
+        return PartitionState(partition, self.partitions, **self._state_config())
 
     # ------------------------------------------------------------- lifecycle
     async def run(self, stop: asyncio.Event) -> None:
@@ -146,6 +181,10 @@ class ActionProcessor:
             fetch_max_wait_ms=max(20, self.settings.poll_ms),
             max_poll_records=10_000,
             max_partition_fetch_bytes=8 << 20,
+            # the local broker holds a group's first join for half the session (Settings): a short one
+            session_timeout_ms=self.settings.group_session_timeout_ms,
+            heartbeat_interval_ms=max(100, self.settings.group_session_timeout_ms // 6),
+            rebalance_timeout_ms=max(10_000, self.settings.group_session_timeout_ms),
         )
         await self.consumer.start()
         self.partitions = await partition_count(self.bootstrap, self.t_actions)
@@ -170,82 +209,162 @@ class ActionProcessor:
             for tp in revoked:
                 self.states.pop(tp.partition, None)
                 self.event_ids.drop_partition(tp.partition)
+                for d in (self.next_events, self.next_marks, self.changed, self.snapshot_at):
+                    d.pop(tp.partition, None)
             log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
 
     async def on_assigned(self, assigned: list[TopicPartition]) -> None:
-        """Rebuild each new partition; on failure say so and make the run loop raise (aiokafka swallows
-        exceptions of rebalance listeners, so raising here would leave the worker running without it)."""
+        """Rebuild the new partitions, all at once (each waits mostly on the broker); on failure say so and
+        make the run loop raise (aiokafka swallows exceptions of rebalance listeners, so raising here would
+        leave the worker running without it)."""
         async with self.lock:
-            for tp in assigned:
-                if tp.topic != self.t_actions or tp.partition in self.states:
+            todo = [tp.partition for tp in assigned if tp.topic == self.t_actions]
+            todo = [p for p in todo if p not in self.states]
+            results = await asyncio.gather(*(self._rebuild(p) for p in todo), return_exceptions=True)
+            for partition, result in zip(todo, results, strict=True):
+                if not isinstance(result, BaseException):
+                    self.states[partition] = result
                     continue
-                try:
-                    self.states[tp.partition] = await self._rebuild(tp.partition)
-                except Exception as exc:
-                    log.error(
-                        "processor.rebuild_failed", partition=tp.partition, error=repr(exc), exc_info=exc
-                    )
-                    self.failure = RebuildFailed(f"could not rebuild partition {tp.partition}: {exc!r}")
-                    self.failure.__cause__ = exc
-                    return
+                log.error(
+                    "processor.rebuild_failed", partition=partition, error=repr(result), exc_info=result
+                )
+                if self.failure is None:
+                    self.failure = RebuildFailed(f"could not rebuild partition {partition}: {result!r}")
+                    self.failure.__cause__ = result
+            if self.failure is None:
+                await self._snapshot_due()
 
     # --------------------------------------------------------------- rebuild
     async def _rebuild(self, partition: int) -> PartitionState:
-        """Replay the partition's accepted events (and forwarded watermarks) into a fresh state.
+        """The partition's state: its newest snapshot, then its events and marks after it, interleaved by
+        the events offset each mark records. Also sets where its events and marks partitions continue.
 
-        Raises ``TimeoutError`` when reading the partition makes no progress for ``REBUILD_STALL_S``.
+        Raises when the log no longer holds what the snapshot does not (trimmed below it), and
+        ``TimeoutError`` when reading makes no progress for ``snapshots.READ_STALL_S``.
         """
-        self.event_ids.drop_partition(partition)  # refilled from the log below
-        state = self._new_state(partition)
-        tp = TopicPartition(self.t_events, partition)
-        reader = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            enable_auto_commit=False,
-            group_id=None,
-            fetch_max_wait_ms=50,
-            max_poll_records=10_000,
-        )
+        began = time.perf_counter()
+        self.event_ids.drop_partition(partition)  # refilled from the snapshot and the log below
+        reader = snapshots.reader(self.bootstrap)
         await reader.start()
-        replayed = 0
         pending: list[Awaitable[Any]] = []
-        last_tick = None
         try:
-            reader.assign([tp])
-            await reader.seek_to_beginning(tp)
-            progress = time.monotonic()
-            while True:
-                batch = await reader.getmany(tp, timeout_ms=200)
-                for rec in batch.get(tp, []):
+            te, tm = TopicPartition(self.t_events, partition), TopicPartition(self.t_marks, partition)
+            ts = snapshots.snapshots_partition(self.society, partition)
+            reader.assign([te, tm, ts])
+            spans = await snapshots.bounds(reader, [te, tm, ts])
+            (e_begin, e_end), (m_begin, m_end) = spans[te], spans[tm]
+            state, events_from, marks_from = await self._restore(reader, ts, spans[ts])
+            if events_from < e_begin or marks_from < m_begin:
+                raise RuntimeError(
+                    f"the log was trimmed below what the state holds: events from {e_begin} (need "
+                    f"{events_from}), marks from {m_begin} (need {marks_from})"
+                )
+            if events_from > e_end or marks_from > m_end:
+                raise RuntimeError(
+                    f"the snapshot covers events to {events_from} and marks to {marks_from}, but the log "
+                    f"ends at {e_end} and {m_end}"
+                )
+            events = snapshots.records(reader, te, events_from, e_end).__aiter__()
+            ev = await anext(events, None)
+            replayed = marks = 0
+            async for m in snapshots.records(reader, tm, marks_from, m_end):
+                at = mark_events_offset(m.headers)
+                while ev is not None and ev.offset < at:
+                    state.accept_action(ev.value, now_us=REPLAY_NOW_US, key=ev.key)
                     replayed += 1
-                    progress = time.monotonic()
-                    if not is_watermark(rec.headers):
-                        state.accept_action(rec.value, now_us=2**62, key=rec.key)
-                        continue
-                    applied = state.accept_watermark(rec.value, int(time.time() * 1_000_000))
-                    if isinstance(applied, Rejected):  # it counted when it was accepted; it cannot now
-                        log.warning(
-                            "processor.rebuild_mark_skipped", partition=partition, reason=applied.reason
-                        )
-                        continue
-                    for p in applied.partials:  # re-emitted; the aggregator ignores windows it has done
-                        pending.append(await self._send_partial(p))
-                    last_tick = applied.tick if applied.tick is not None else last_tick
-                hw = reader.highwater(tp)
-                if hw is not None and await reader.position(tp) >= hw:
-                    break
-                if time.monotonic() - progress > REBUILD_STALL_S:
-                    raise TimeoutError(
-                        f"no progress reading {self.t_events} partition {partition} for "
-                        f"{REBUILD_STALL_S:.0f} s (at {replayed} records, high watermark {hw})"
-                    )
+                    ev = await anext(events, None)
+                marks += 1
+                applied = state.accept_watermark(m.value, int(time.time() * 1_000_000))
+                if isinstance(applied, Rejected):  # it counted when it was accepted; it cannot now
+                    log.warning("processor.rebuild_mark_skipped", partition=partition, reason=applied.reason)
+                    continue
+                for p in applied.partials:  # re-emitted; the aggregator ignores windows it has done
+                    pending.append(await self._send_partial(p))
+            while ev is not None:
+                state.accept_action(ev.value, now_us=REPLAY_NOW_US, key=ev.key)
+                replayed += 1
+                ev = await anext(events, None)
         finally:
             await reader.stop()
+        if state.last_feed_tick >= 0:
+            pending.append(await self._send_feed(state, state.last_feed_tick))
         if pending:
             await asyncio.gather(*pending)
-        if last_tick is not None or state.last_feed_tick >= 0:
-            await self._send_feed(state, state.last_feed_tick)
-        log.info("processor.rebuilt", partition=partition, records=replayed, threads=len(state.threads))
+        self.next_events[partition], self.next_marks[partition] = e_end, m_end
+        self.changed[partition] = replayed + marks
+        self.snapshot_at[partition] = time.monotonic()
+        log.info(
+            "processor.rebuilt",
+            partition=partition,
+            snapshot_events_offset=events_from,
+            events=replayed,
+            marks=marks,
+            threads=len(state.threads),
+            seconds=round(time.perf_counter() - began, 3),
+        )
         return state
+
+    async def _restore(
+        self, reader: AIOKafkaConsumer, tp: TopicPartition, span: tuple[int, int]
+    ) -> tuple[PartitionState, int, int]:
+        """The state of the newest usable snapshot on snapshots partition ``tp`` with the events and marks
+        offsets it covers, or a fresh state and (0, 0)."""
+        partition = tp.partition
+        snap = await snapshots.newest(reader, tp, span)
+        if snap is not None and snap.payload is not None:
+            try:
+                state = PartitionState.from_snapshot(
+                    snap.payload, partition, self.partitions, **self._state_config()
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                self.event_ids.drop_partition(partition)
+                log.warning("processor.snapshot_unusable", partition=partition, error=str(exc))
+            else:
+                return state, snap.events_offset, snap.marks_offset
+        return self._new_state(partition), 0, 0
+
+    # ------------------------------------------------------------- snapshots
+    async def _snapshot_due(self) -> None:
+        """Snapshot every owned partition that changed enough, or long enough ago (see module docstring).
+        Called with everything before acknowledged and committed."""
+        now = time.monotonic()
+        every_n, every_s = self.settings.snapshot_every_events, self.settings.snapshot_every_seconds
+        for partition, state in list(self.states.items()):
+            changed = self.changed.get(partition, 0)
+            if changed and (changed >= every_n or now - self.snapshot_at.get(partition, now) >= every_s):
+                await self._snapshot(state)
+
+    async def _snapshot(self, state: PartitionState) -> None:
+        """Write one snapshot of ``state`` and wait until the broker has every chunk. The state is
+        serialised and compressed off the event loop (polls and heartbeats go on); it cannot change
+        meanwhile, since every change happens under ``self.lock``, which the caller holds."""
+        assert self.producer is not None
+        p = state.partition
+        size = self.settings.snapshot_chunk_bytes
+        began = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        chunks = await loop.run_in_executor(None, lambda: snapshots.encode(state.to_snapshot(), size))
+        futures = await snapshots.send(
+            self.producer,
+            self.society,
+            p,
+            chunks,
+            events_offset=self.next_events[p],
+            marks_offset=self.next_marks[p],
+        )
+        await asyncio.gather(*futures)
+        self.changed[p] = 0
+        self.snapshot_at[p] = time.monotonic()
+        self.snapshots += 1
+        log.info(
+            "processor.snapshot",
+            partition=p,
+            events_offset=self.next_events[p],
+            marks_offset=self.next_marks[p],
+            bytes=sum(len(c) for c in chunks),
+            chunks=len(chunks),
+            seconds=round(time.perf_counter() - began, 3),
+        )
 
     # ------------------------------------------------------------- processing
     async def _send_partial(self, p: control.WindowPartial) -> Awaitable[Any]:
@@ -270,14 +389,18 @@ class ActionProcessor:
         now_us = int(time.time() * 1_000_000)
         futures: list[Awaitable[Any]] = []
         offsets: dict[TopicPartition, int] = {}
+        # per partition: its events output and its applied marks (events appended before it, bytes)
+        outs: list[tuple[int, BatchOut, list[tuple[int, bytes]]]] = []
         for tp, records in batch.items():
             state = self.states.get(tp.partition)
             if state is None:  # revoked while fetching
                 continue
             out = BatchOut(producer, self.t_events, tp.partition)
+            marks: list[tuple[int, bytes]] = []
             for rec in records:
                 if is_watermark(rec.headers):
-                    await self._watermark(state, rec, now_us, out, futures)
+                    if await self._watermark(state, rec, now_us, futures):
+                        marks.append((out.appended, rec.value))
                     continue
                 outcome = self._accept(state, rec, now_us)
                 if isinstance(outcome, Accepted):
@@ -285,13 +408,33 @@ class ActionProcessor:
                 elif isinstance(outcome, Rejected):
                     futures.append(await self._dead_letter(rec, outcome.reason, outcome.code))
             await out.flush()
-            futures.extend(out.futures)
+            outs.append((tp.partition, out, marks))
             offsets[tp] = records[-1].offset + 1
             self.processed += len(records)
+        if any(marks for _, _, marks in outs):  # a mark records the events offset it applied at
+            await asyncio.gather(*(f for _, out, _ in outs for f in out.futures))
+        mark_outs: list[tuple[int, BatchOut]] = []
+        for p, out, marks in outs:
+            futures.extend(out.futures)
+            if marks:
+                mout = BatchOut(producer, self.t_marks, p)
+                for n, raw in marks:
+                    await mout.append(
+                        None, raw, mark_headers(out.offset_after(n, self.next_events.get(p, 0)))
+                    )
+                await mout.flush()
+                futures.extend(mout.futures)
+                mark_outs.append((p, mout))
         if futures:
             await asyncio.gather(*futures)
+        for p, out, marks in outs:
+            self.next_events[p] = out.offset_after(out.appended, self.next_events.get(p, 0))
+            self.changed[p] = self.changed.get(p, 0) + out.appended + len(marks)
+        for p, mout in mark_outs:
+            self.next_marks[p] = mout.offset_after(mout.appended, self.next_marks.get(p, 0))
         if offsets:
             await self.consumer.commit(offsets)
+        await self._snapshot_due()
 
     @staticmethod
     def _accept(state: PartitionState, rec: Any, now_us: int) -> Outcome:
@@ -302,9 +445,10 @@ class ActionProcessor:
             return Rejected(f"the stream worker failed on this record: {exc!r}", "internal_error")
 
     async def _watermark(
-        self, state: PartitionState, rec: Any, now_us: int, out: BatchOut, futures: list[Awaitable[Any]]
-    ) -> None:
-        """Check and apply a watermark; forward it (no key, only the kind header), send what it closed."""
+        self, state: PartitionState, rec: Any, now_us: int, futures: list[Awaitable[Any]]
+    ) -> bool:
+        """Check and apply a watermark and send what it closed; True when it counted (the caller records
+        it on the marks topic), False when it was dead-lettered."""
         try:
             applied: MarkApplied | Rejected = state.accept_watermark(rec.value, now_us)
         except Exception as exc:
@@ -312,12 +456,12 @@ class ActionProcessor:
             applied = Rejected(f"the stream worker failed on this watermark: {exc!r}", "internal_error")
         if isinstance(applied, Rejected):
             futures.append(await self._dead_letter(rec, applied.reason, applied.code))
-            return
-        await out.append(None, rec.value, _WATERMARK_HEADERS)
+            return False
         for p in applied.partials:
             futures.append(await self._send_partial(p))
         if applied.tick is not None:
             futures.append(await self._send_feed(state, applied.tick))
+        return True
 
     async def _dead_letter(self, rec: Any, reason: str, code: str) -> Awaitable[Any]:
         """Send a rejected record to the dead-letter topic: at most ``DLQ_MAX_VALUE_BYTES`` of its value."""

@@ -34,7 +34,7 @@ from society.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-AGENTS, SEED, PARTITIONS, SHARDS = 300, 7, 4, 4
+AGENTS, SEED, PARTITIONS, SHARDS = 700, 7, 4, 4  # over 1,000 events in TICKS
 TICKS = 120  # the faults that the run must survive; kills happen at tick KILL_AT
 LONG_TICKS = 5000  # the driver tests: still running when it is signalled
 KILL_AT = 20

@@ -168,7 +168,7 @@ def test_two_workers_each_give_the_same_society_and_metrics(broker: str, tmp_pat
     results = []
     for n, name in ((1, "one"), (2, "two")):
         society = f"w{n}{os.getpid()}{int(time.time()) % 100000}"
-        settings = make_settings(broker, tmp_path / name, agents=200)
+        settings = make_settings(broker, tmp_path / name, agents=1500)
         with running_stack(settings, society, stream_workers=n, agent_workers=n) as stack:
             run_ticks(stack, 30)
             events = sql(

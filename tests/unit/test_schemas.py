@@ -17,15 +17,19 @@ from pydantic import ValidationError
 from schemas import control
 from schemas.events import (
     EVENT_TYPES,
+    MAX_JOINED,
     AgentFollowed,
     AgentFollowedBody,
     AgentRegistered,
     AgentRegisteredBody,
+    AgentsJoined,
+    AgentsJoinedBody,
     AgentSubscribed,
     AgentSubscribedBody,
     CommentCreated,
     CommentCreatedBody,
     Event,
+    JoinedAgent,
     ModelCalled,
     ModelCalledBody,
     PostCreated,
@@ -120,7 +124,33 @@ def sample_events() -> list[Event]:
             ),
             **common,
         ),
+        AgentsJoined(
+            event_id=uuid.UUID(int=EID.int + 10),
+            body=AgentsJoinedBody(
+                agents=(
+                    JoinedAgent(agent_id="agent-000001", name="one", subscriptions=("general", "crypto")),
+                    JoinedAgent(agent_id="agent-000009", name="nine", brain="llm", model="m", persona="p"),
+                )
+            ),
+            **common,
+        ),
     ]
+
+
+def test_agents_joined_rules() -> None:
+    """A cohort is led by its actor, names each agent once, and holds 1 to MAX_JOINED agents."""
+    one = JoinedAgent(agent_id="agent-000001", name="one")
+    common: dict[str, Any] = {"society": "s", "occurred_at": AT, "event_id": EID}
+    AgentsJoined(actor="agent-000001", body=AgentsJoinedBody(agents=(one,)), **common)
+    with pytest.raises(ValidationError, match="first agent"):
+        AgentsJoined(actor="agent-000002", body=AgentsJoinedBody(agents=(one,)), **common)
+    with pytest.raises(ValidationError, match="twice"):
+        AgentsJoinedBody(agents=(one, one))
+    with pytest.raises(ValidationError):
+        AgentsJoinedBody(agents=())
+    many = tuple(JoinedAgent(agent_id=f"a{i}", name="n") for i in range(MAX_JOINED + 1))
+    with pytest.raises(ValidationError):
+        AgentsJoinedBody(agents=many)
 
 
 def _doc(event: Event) -> dict[str, Any]:
@@ -147,7 +177,7 @@ def _comment_doc(**body: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ round trip
 def test_sample_covers_every_event_type() -> None:
     assert sorted(e.type for e in sample_events()) == sorted(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 9
+    assert len(EVENT_TYPES) == 10
 
 
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
@@ -160,7 +190,7 @@ def test_round_trip(event: Event) -> None:
     doc = orjson.loads(raw)
     assert doc["type"] == event.type
     assert doc["event_id"] == str(event.event_id)
-    assert doc["body"] == event.body.model_dump()
+    assert doc["body"] == event.body.model_dump(mode="json")
 
 
 def test_round_trip_keeps_microseconds_and_defaults() -> None:
@@ -507,6 +537,7 @@ def test_partition_keys() -> None:
         "vote_cast": "post-1",
         "vote_tallied": "post-1",
         "model_called": "agent:agent-000001",
+        "agents_joined": "agent:agent-000001",
     }
 
 
@@ -544,6 +575,7 @@ _TYPE_DEFS = {
     "vote_cast": "VoteCast",
     "vote_tallied": "VoteTallied",
     "model_called": "ModelCalled",
+    "agents_joined": "AgentsJoined",
 }
 
 

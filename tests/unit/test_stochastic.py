@@ -13,19 +13,20 @@ import pytest
 
 from agents.behaviour import Behaviour, load_behaviour
 from agents.brain import FeedView, TickContext
+from agents.genesis import COHORT
 from agents.offline import simulate
 from agents.roster import AgentSpec, build_roster
 from agents.stochastic import StochasticBrain
 from schemas.control import FeedItem
 from schemas.events import (
-    AgentRegistered,
-    AgentSubscribed,
+    AgentsJoined,
     CommentCreated,
     Event,
     PostCreated,
     SubmoltCreated,
     VoteCast,
 )
+from schemas.wire import encode_event
 
 START = datetime(2026, 1, 28, tzinfo=UTC)
 TICK_S = 60.0
@@ -91,7 +92,7 @@ def test_same_seeded_context_same_events(behaviour: Behaviour, tick: int) -> Non
     feed = _feed(behaviour, tick - 1)
     a = StochasticBrain(behaviour).decide_now(agents, feed, ctx(behaviour, tick))
     b = StochasticBrain(behaviour).decide_now(agents, feed, ctx(behaviour, tick))
-    assert len(a) >= 60
+    assert len(a) >= (15 if tick == 0 else 60)  # genesis: 14 submolts and one cohort of 60 agents
     assert a == b
     c = StochasticBrain(behaviour).decide_now(agents, feed, ctx(behaviour, tick, seed=2))
     assert [e.event_id for e in c] != [e.event_id for e in a]
@@ -100,42 +101,77 @@ def test_same_seeded_context_same_events(behaviour: Behaviour, tick: int) -> Non
 # ------------------------------------------------------------------------------------------- genesis
 def test_genesis(behaviour: Behaviour) -> None:
     shards = 3
-    roster = build_roster(9, 50, shards, behaviour)
+    n = 700  # 234 agents in shard 0: one cohort; more would split at COHORT
+    roster = build_roster(9, n, shards, behaviour)
     brain = StochasticBrain(behaviour)
     submolts = tuple(behaviour.submolts.names)
-    assert len(roster) > len(submolts)
     events: list[Event] = []
     for shard in range(shards):
-        members = [a for a in roster if a.shard == shard]
+        members = roster.cohort(shard)
         out = brain.decide_now(members, FeedView(-1, {}), ctx(behaviour, 0, shard))
         assert {e.actor for e in out} <= {a.agent_id for a in members}
         events += out
-    assert {type(e) for e in events} == {AgentRegistered, SubmoltCreated, AgentSubscribed}
+    assert {type(e) for e in events} == {AgentsJoined, SubmoltCreated}
 
-    registered = Counter(e.actor for e in events if isinstance(e, AgentRegistered))
-    assert registered == Counter({a.agent_id: 1 for a in roster})
-    names = {e.actor: e.body.name for e in events if isinstance(e, AgentRegistered)}
-    assert names == {a.agent_id: a.name for a in roster}
-
-    subs = [(e.actor, e.body.submolt) for e in events if isinstance(e, AgentSubscribed)]
-    assert len(subs) == len(set(subs))
-    assert sorted(subs) == sorted((a.agent_id, s) for a in roster for s in a.subscriptions)
+    joined = [m for e in events if isinstance(e, AgentsJoined) for m in e.body.agents]
+    assert Counter(m.agent_id for m in joined) == Counter({f"agent-{i:06d}": 1 for i in range(n)})
+    assert all(e.actor == e.body.agents[0].agent_id for e in events if isinstance(e, AgentsJoined))
+    assert all(len(e.body.agents) <= COHORT for e in events if isinstance(e, AgentsJoined))
+    # what each agent registers is the roster's: name, brain, subscriptions (a weighted draw of 1-4)
+    by_id = {m.agent_id: m for m in joined}
+    for i in range(n):
+        spec = roster.spec(i)
+        m = by_id[spec.agent_id]
+        assert (m.name, m.brain, m.subscriptions) == (spec.name, "stochastic", spec.subscriptions)
+        assert 1 <= len(m.subscriptions) <= 4
+        assert len(set(m.subscriptions)) == len(m.subscriptions)
+        assert set(m.subscriptions) <= set(submolts)
 
     created = [(e.actor, e.body.submolt) for e in events if isinstance(e, SubmoltCreated)]
     assert sorted(s for _, s in created) == sorted(submolts)
-    by_id = {a.agent_id: a for a in roster}
     for actor, submolt in created:
-        assert by_id[actor].index < len(submolts)
-        assert submolts[by_id[actor].index] == submolt
+        assert submolts[int(actor.removeprefix("agent-"))] == submolt
 
     tick_end = START + timedelta(seconds=TICK_S)
     assert all(START <= e.occurred_at < tick_end for e in events)
     assert len({e.event_id for e in events}) == len(events)
 
 
+def test_genesis_cohorts_split_by_count_and_size(behaviour: Behaviour) -> None:
+    """Cohorts hold at most COHORT agents and about COHORT_BYTES of personas: LLM agents' long personas
+    make smaller cohorts, every one under the record bound."""
+    roster = build_roster(2, 2 * COHORT + 5, 1, behaviour, llm_agents=COHORT + 3, models=("m",))
+    events = StochasticBrain(behaviour).decide_now(roster.cohort(0), FeedView(-1, {}), ctx(behaviour, 0))
+    cohorts = [e for e in events if isinstance(e, AgentsJoined)]
+    assert [m.agent_id for e in cohorts for m in e.body.agents] == [a.agent_id for a in roster]
+    assert max(len(encode_event(e)) for e in cohorts) < 64 * 1024
+    assert all(len(e.body.agents) <= COHORT for e in cohorts)
+    assert any(m.persona for e in cohorts for m in e.body.agents)
+
+
+def test_subscription_draw_follows_the_weights(behaviour: Behaviour) -> None:
+    """The vectorised draw without replacement: the share of agents subscribed to each submolt matches
+    numpy's successive weighted sampling (``Generator.choice(replace=False, p=w)``) on as many agents."""
+    n = 40_000
+    roster = build_roster(1, n, 1, behaviour)
+    names = behaviour.submolts.names
+    ours = np.zeros(len(names))
+    for j in range(len(names)):
+        ours[j] = np.count_nonzero(roster.subscription_bits & np.uint64(1 << j)) / n
+    rng = np.random.default_rng(99)
+    w = np.arange(1, len(names) + 1, dtype=float) ** -behaviour.submolts.zipf_exponent
+    w /= w.sum()
+    ref = np.zeros(len(names))
+    for _ in range(n):
+        k = int(rng.integers(1, 5))
+        ref[rng.choice(len(names), size=k, replace=False, p=w)] += 1
+    ref /= n
+    assert np.allclose(ours, ref, atol=0.012), (ours.round(3), ref.round(3))
+
+
 def test_genesis_with_fewer_agents_than_submolts(behaviour: Behaviour) -> None:
     roster = build_roster(3, 4, 1, behaviour)
-    events = StochasticBrain(behaviour).decide_now(roster, FeedView(-1, {}), ctx(behaviour, 0))
+    events = StochasticBrain(behaviour).decide_now(roster.everyone(), FeedView(-1, {}), ctx(behaviour, 0))
     created = [e.body.submolt for e in events if isinstance(e, SubmoltCreated)]
     assert created == list(behaviour.submolts.names[:4])
 
@@ -212,7 +248,7 @@ def test_offline_society_shape(behaviour: Behaviour) -> None:
     events = result.events
     roster_ids = {f"agent-{i:06d}" for i in range(300)}
     assert {e.actor for e in events} <= roster_ids
-    assert sum(isinstance(e, AgentRegistered) for e in events) == 300
+    assert sum(len(e.body.agents) for e in events if isinstance(e, AgentsJoined)) == 300
 
     posts = [e for e in events if isinstance(e, PostCreated)]
     comments = [e for e in events if isinstance(e, CommentCreated)]
