@@ -1,8 +1,10 @@
-"""Feed snapshots read from the feeds topic, merged per tick, with a wait for completeness.
+"""Feeds read from the feeds topic, merged per tick, with a wait for completeness.
 
-The stream workers publish, per events partition and tick, that partition's top posts. A tick's feed is
+The stream workers publish, per events partition and tick, what changed in that partition's top posts
+(``streams.feed_updates``); applying a partition's records in order gives its feed. A tick's feed is
 complete when every partition has published it; the merge of the per-partition top lists is exact
-(``streams.feeds.merge_feeds``). Agent workers and the clock read all partitions, without a group.
+(``streams.feeds.merge_feeds``). Agent workers and the clock read all partitions from the beginning,
+without a group.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agents.brain import FeedView
 from schemas import control
-from schemas.control import FeedSnapshot
 from schemas.topics import Role, topic_name
+from streams.feed_updates import FeedState, FeedUpdate
 from streams.feeds import merge_feeds
 
 
@@ -30,13 +32,15 @@ class FeedCache:
         self.topic = topic_name(society, Role.FEEDS)
         self.partitions = partitions
         self.feed_size = feed_size
-        self.latest: dict[int, FeedSnapshot] = {}
+        self.states: dict[int, FeedState] = {}  # per partition, the feed its records describe
+        self.ticks: dict[int, int] = {}  # per partition, the newest tick it published
+        self._applied = 0  # records applied: the merged view is recomputed when this moves
         self.complete_tick = -1
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._view: FeedView | None = None
-        self._view_key: tuple[int, ...] = ()
+        self._view_key = -1
         self._failure: BaseException | None = None
 
     async def start(self) -> None:
@@ -90,12 +94,17 @@ class FeedCache:
                 continue
             for records in batch.values():
                 for rec in records:
-                    snap: FeedSnapshot = control.loads(rec.value)
-                    prev = self.latest.get(snap["partition"])
-                    if prev is None or snap["tick"] >= prev["tick"]:
-                        self.latest[snap["partition"]] = snap
-            if len(self.latest) == self.partitions:
-                tick = min(s["tick"] for s in self.latest.values())
+                    upd: FeedUpdate = control.loads(rec.value)
+                    q = upd["partition"]
+                    if q not in self.states:
+                        if not upd["full"]:
+                            continue  # a reader starting mid-log (a trimmed topic) waits for a full update
+                        self.states[q] = FeedState()
+                    self.states[q].apply(upd)
+                    self._applied += 1
+                    self.ticks[q] = max(upd["tick"], self.ticks.get(q, upd["tick"]))
+            if len(self.ticks) == self.partitions:
+                tick = min(self.ticks.values())
                 if tick > self.complete_tick:
                     async with self._changed:
                         self.complete_tick = tick
@@ -115,21 +124,20 @@ class FeedCache:
 
     def newest_ticks(self) -> dict[int, int | None]:
         """Per partition, the newest tick whose feed it has published (None: none yet)."""
-        return {q: (self.latest[q]["tick"] if q in self.latest else None) for q in range(self.partitions)}
+        return {q: self.ticks.get(q) for q in range(self.partitions)}
 
     def missing(self, tick: int) -> dict[int, int | None]:
         """The partitions that have not published the feed of ``tick`` yet, with their newest tick."""
         return {q: t for q, t in self.newest_ticks().items() if t is None or t < tick}
 
     def view(self) -> FeedView:
-        """The merged feed of the newest snapshots.
+        """The merged feed of the records read so far.
 
         In simulated time the caller waits for tick ``t - 1`` first, and the barrier guarantees no partition
         has moved past it, so the view is exactly the feed as of the end of ``t - 1``.
         """
-        ticks = tuple(self.latest[q]["tick"] for q in sorted(self.latest))
-        if self._view is None or self._view_key != ticks:
-            parts = [self.latest[q]["submolts"] for q in sorted(self.latest)]
+        if self._view is None or self._view_key != self._applied:
+            parts = [self.states[q].view() for q in sorted(self.states)]
             self._view = FeedView(self.complete_tick, merge_feeds(parts, self.feed_size))
-            self._view_key = ticks
+            self._view_key = self._applied
         return self._view

@@ -22,6 +22,7 @@ from agents.roster import build_roster
 from agents.stochastic import StochasticBrain
 from schemas.events import CommentCreated, Event, PostCreated, partition_key
 from schemas.wire import encode_event
+from streams.feed_updates import FeedState
 from streams.feeds import merge_feeds
 from streams.partition_state import Accepted, PartitionState
 
@@ -98,6 +99,7 @@ def simulate(
         )
         for q in range(partitions)
     ]
+    readers = [FeedState() for _ in range(partitions)]
     result = OfflineResult()
     feed = FeedView(-1, {})
     subs = tuple(behaviour.submolts.names)
@@ -111,5 +113,7 @@ def simulate(
                 q = zlib.crc32(partition_key(ev).encode()) % partitions
                 if isinstance(states[q].accept_action(encode_event(ev), now_us=2**62), Accepted):
                     result.events.append(ev)
-        feed = FeedView(tick, merge_feeds((s.feed_snapshot(tick)["submolts"] for s in states), feed_size))
+        for st, reader in zip(states, readers, strict=True):  # the records the brokered run publishes
+            reader.apply(st.feed_update(tick))
+        feed = FeedView(tick, merge_feeds((r.view() for r in readers), feed_size))
     return result

@@ -6,8 +6,8 @@ moves the partition's log start offset). Who needs what:
 
 - ``actions``: the stream workers' committed offset (group ``society.<name>.streams``);
 - ``ticks``: the agent workers' committed offset (group ``society.<name>.agents``);
-- ``feeds``: read without a group by the agent workers and the clock, which only need each partition's newest
-  snapshots: the last ``FEED_KEEP_RECORDS`` records of each partition stay;
+- ``feeds``: read without a group by the agent workers and the clock, from a full record of each partition on:
+  the last ``FEED_KEEP_RECORDS`` records of each partition stay;
 - ``partials``: the metric aggregator's committed offset (the Faust app id ``society.<name>.aggregate`` is its
   group); ``metrics`` and ``deadletter``: the sink's (``society.<name>.sink``), less ``SINK_KEEP_RECORDS``;
 - ``events``, ``marks``, ``snapshots``: also what the stream workers need to rebuild their partition state
@@ -49,15 +49,15 @@ from schemas.topics import Role, topic_name
 from society.broker import broker_silence
 from society.logs import get_logger
 from society.settings import Settings
+from streams.feed_updates import FULL_EVERY
 
 log = get_logger(__name__)
 
-FEED_KEEP_RECORDS = 8
-"""Records of each feeds partition that are never trimmed. A partition publishes one snapshot per tick (plus
-one more after a rebuild), and readers need only the newest: the clock waits for tick t's feed before it
-publishes tick t + 1, so a live reader is at most two ticks behind the newest snapshot; 8 leaves room for a
-reader that was busy for a few ticks (a reader that falls further behind resumes at the log start, where the
-newest snapshots still are)."""
+FEED_KEEP_RECORDS = 2 * FULL_EVERY
+"""Records of each feeds partition that are never trimmed. A partition publishes one record per tick (plus
+one after a rebuild): the changes of its feed, and every ``FULL_EVERY`` ticks (and first after a restart)
+the whole feed (``streams.feed_updates``). A reader starting at the log start needs a full record there:
+among the newest ``2 * FULL_EVERY`` records of a partition there is always one."""
 
 SINK_KEEP_RECORDS = 1
 """Records kept below the sink's committed offset: a restarted sink re-reads the last record it stored to

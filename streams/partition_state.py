@@ -63,6 +63,7 @@ from schemas.events import (
     partition_key,
 )
 from schemas.wire import InvalidEvent, decode_event, quote
+from streams.feed_updates import FeedPublisher, FeedUpdate
 from streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
 
 RECENT_COMMENTS = 8
@@ -278,6 +279,8 @@ class PartitionState:
         self.last_feed_tick = -1
         self.dirty_submolts: set[str] = set()
         self._feed_cache: dict[str, dict[str, list[FeedItem]]] = {}
+        self._feed_publisher = FeedPublisher()  # what the feed readers hold (not in snapshots: a fresh
+        # state's first update is a full one)
         # cumulative thread histograms, kept incrementally
         self.size_hist: Counter[int] = Counter()
         self.participants_hist: Counter[int] = Counter()
@@ -646,6 +649,11 @@ class PartitionState:
             "watermark_us": wm,
             "submolts": dict(self._feed_cache),
         }
+
+    def feed_update(self, tick: int) -> FeedUpdate:
+        """The feeds record of ``tick``: what changed since the previous one (``streams.feed_updates``)."""
+        snap = self.feed_snapshot(tick)
+        return self._feed_publisher.update(snap["submolts"], tick, self.partition, snap["watermark_us"])
 
     def _refresh_feed(self, submolt: str) -> None:
         items = [self.threads[p].item() for _, p in self.submolt_posts.get(submolt, ())]

@@ -376,7 +376,7 @@ class ActionProcessor:
 
     async def _send_feed(self, state: PartitionState, tick: int) -> Awaitable[Any]:
         assert self.producer is not None
-        snap = state.feed_snapshot(tick)
+        snap = state.feed_update(tick)
         fut: Awaitable[Any] = await self.producer.send(
             self.t_feeds, control.dumps(snap), key=str(state.partition).encode(), partition=state.partition
         )

@@ -173,7 +173,7 @@ def assert_same_as_offline(run: Run, ticks: int) -> None:
     lost = expected - counts.keys()
     foreign = counts.keys() - expected
     duplicated = {i: n for i, n in counts.items() if n > 1}
-    assert len(expected) > 1000
+    assert len(expected) > 5 * ticks  # about 10 per tick: the comparison is not vacuous
     summary = f"{len(lost)} lost, {len(foreign)} not in the in-process run, {len(duplicated)} stored twice+"
     assert not lost, summary
     assert not foreign, summary

@@ -253,7 +253,7 @@ def test_realtime_mode_runs_on_the_wall_clock(broker: str, tmp_path: Path, socie
         )[0][0]
         ids = f"SELECT toString(event_id) FROM events WHERE society = '{society_name}'"
         stored = [r[0] for r in sql(stack, ids)]
-    assert set(kinds) >= {"agent_registered", "post_created", "comment_created", "vote_cast"}
+    assert set(kinds) >= {"agents_joined", "post_created", "comment_created", "vote_cast"}
     assert started * 1e6 <= span[0] <= span[1] <= time.time() * 1e6 + 5e6
     # 16 ticks of 0.5 s after genesis: at least 3 windows of 2 s, each closed by a watermark
     assert windows >= 3

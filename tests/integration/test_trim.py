@@ -129,9 +129,9 @@ def test_trimmer_beside_a_run_deletes_only_what_every_reader_passed(
         assert agents[tp] == hws[tp]  # drained: every tick record processed
         assert committed[tp] >= TICKS  # one tick record per shard and tick (and the final one)
         assert final_plan[tp] == agents[tp]
-    for tp in feeds:
-        assert hws[tp] > FEED_KEEP_RECORDS
-        assert final_plan[tp] == hws[tp] - FEED_KEEP_RECORDS
+    for tp in feeds:  # a short run: fewer feed records than are always kept
+        assert hws[tp] > TICKS
+        assert final_plan.get(tp) == (hws[tp] - FEED_KEEP_RECORDS if hws[tp] > FEED_KEEP_RECORDS else None)
     events = [tp for tp in final_plan if tp.topic == topic_name(society_name, Role.EVENTS)]
     if load_needed_offsets() is None:
         assert events == []  # without the stream workers' rebuild needs, events stay whole
