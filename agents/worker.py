@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -32,6 +33,8 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.partitioner import murmur2
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 
 from agents.behaviour import load_behaviour
@@ -53,6 +56,12 @@ log = get_logger(__name__)
 
 SEND_TURN_SECONDS = 0.02
 """Longest stretch of sending between two turns of the event loop."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def partition_of(key: bytes, partitions: int) -> int:
+    """The partition aiokafka's default partitioner gives ``key`` (Kafka's murmur2, as the Java client)."""
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def shard_producer(shard: int) -> str:
@@ -243,14 +252,31 @@ class AgentWorker:
         producer: AIOKafkaProducer,
         partitions: int,
     ) -> list[Awaitable[Any]]:
-        """Send a shard's events, then its watermark on every partition; return the send futures."""
+        """Send a shard's events, then its watermark on every partition; return the send futures.
+
+        Records go out in batches built per partition (``create_batch``/``send_batch``), each event to the
+        partition the default partitioner gives its key (murmur2, cached per key: a thread's comments and
+        votes share their post's key), which is where the stream workers expect it. A partition's
+        watermark closes its last batch, after the shard's events."""
         futures: list[Awaitable[Any]] = []
+        batches: dict[int, BatchBuilder] = {}
+
+        async def append(q: int, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+            batch = batches.get(q)
+            if batch is None:
+                batch = batches[q] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
+                futures.append(await producer.send_batch(batch, self.t_actions, partition=q))
+                batch = batches[q] = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    raise ValueError(f"a record of {len(value):,} bytes does not fit in a producer batch")
+
         turn = time.monotonic() + SEND_TURN_SECONDS
         for ev in events:
             key = partition_key(ev).encode()
-            futures.append(await producer.send(self.t_actions, encode_event(ev), key=key))
+            await append(partition_of(key, partitions), key, encode_event(ev), [])
             self.emitted += 1
-            if time.monotonic() >= turn:  # a send that finds room in the batch does not yield
+            if time.monotonic() >= turn:
                 await asyncio.sleep(0)
                 turn = time.monotonic() + SEND_TURN_SECONDS
         mark = control.watermark(
@@ -263,9 +289,8 @@ class AgentWorker:
         )
         raw = control.dumps(mark)
         for q in range(partitions):
-            futures.append(
-                await producer.send(self.t_actions, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
-            )
+            await append(q, None, raw, [(HEADER_KIND, KIND_WATERMARK)])
+            futures.append(await producer.send_batch(batches.pop(q), self.t_actions, partition=q))
         return futures
 
     def _acceptable(self, ev: Event, agents: Cohort) -> bool:

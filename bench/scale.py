@@ -8,7 +8,8 @@ stored (``_inserted_at``), which gives:
 - **first event**: seconds from the command's start to the first stored event;
 - **genesis**: seconds from the first to the last stored ``agents_joined`` (every agent registered);
 - **live actions/s**: posts, comments and votes stored per second between the first and the last one;
-- **broker memory at the end**: the broker's resident memory at the last sample before the stack stopped.
+- **broker memory at the end**: the broker's resident memory at the last sample before the last action was
+  stored (the local broker never frees a record during a run: see README, Broker memory).
 
 The same invocation also measures the end-to-end ceiling of the pipeline (``bench.pipeline``'s stage 5,
 produce -> validate -> events -> ClickHouse, with no agents and no tick barrier), so the live rate is
@@ -54,12 +55,22 @@ class Sizes:
     live_s: float | None = None
     events: int = 0
     peak_rss: dict[str, int] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
     broker_end_rss: int | None = None
     error: str | None = None
 
     @property
     def live_rate(self) -> float | None:
         return self.actions / self.live_s if self.live_s else None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _status_kib(pid: int, key: str) -> int | None:
@@ -80,6 +91,8 @@ class Sampler(threading.Thread):
         self.path = state_dir / "stack.json"
         self.peak: dict[str, int] = {}
         self.last: dict[str, int] = {}
+        self.cpu: dict[str, float] = {}  # CPU seconds of each process at its last sample
+        self.broker: list[tuple[float, int]] = []  # (wall time, broker RSS) of every sample
         self.halt = threading.Event()
 
     def _processes(self) -> dict[str, int]:
@@ -98,10 +111,15 @@ class Sampler(threading.Thread):
         while not self.halt.wait(0.5):
             for role, pid in self._processes().items():
                 hwm, rss = _status_kib(pid, "VmHWM"), _status_kib(pid, "VmRSS")
+                cpu = _cpu_seconds(pid)
+                if cpu is not None:
+                    self.cpu[role] = max(self.cpu.get(role, 0.0), cpu)
                 if hwm is not None:
                     self.peak[role] = max(self.peak.get(role, 0), hwm * 1024)
                 if rss is not None:
                     self.last[role] = rss * 1024
+                    if role == "broker":
+                        self.broker.append((time.time(), rss * 1024))
 
 
 def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
@@ -117,7 +135,7 @@ def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
     return [list(r.values()) if isinstance(r, dict) else list(r) for r in rows]
 
 
-def run_size(agents: int, ticks: int, work: Path, tick_seconds: float) -> Sizes:
+def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_workers: int = 1) -> Sizes:
     res = Sizes(agents, ticks)
     work.mkdir(parents=True, exist_ok=True)
     env = {
@@ -137,6 +155,8 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float) -> Sizes:
         str(ticks),
         "--tick-seconds",
         str(tick_seconds),
+        "--agent-workers",
+        str(agent_workers),
         "--no-dashboard",
     ]
     sampler = Sampler(work / "state")
@@ -150,7 +170,7 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float) -> Sizes:
     sampler.halt.set()
     sampler.join()
     res.peak_rss = dict(sorted(sampler.peak.items()))
-    res.broker_end_rss = sampler.last.get("broker")
+    res.cpu_s = dict(sorted(sampler.cpu.items()))
     if proc.returncode != 0:
         res.error = f"society run exited {proc.returncode} (log: {work / 'run.log'})"
         return res
@@ -171,6 +191,9 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float) -> Sizes:
     res.actions = n_actions
     res.events = n_events
     res.live_s = (a1 - a0) / 1000 if a1 > a0 else None
+    # the broker's memory when the last action was stored (later samples may catch its shutdown)
+    before = [rss for at, rss in sampler.broker if at <= a1 / 1000]
+    res.broker_end_rss = before[-1] if before else None
     return res
 
 
@@ -206,6 +229,12 @@ def ceiling(events: int) -> float | None:
     asyncio.run(pipeline.Bench(args, run).main())
     stage = run.stages.get("e2e")
     return stage.rate if stage else None
+
+
+def _cpu(r: Sizes, role: str) -> str:
+    if role not in r.cpu_s or not r.wall_s:
+        return "-"
+    return f"{r.cpu_s[role]:,.0f} s ({r.cpu_s[role] / r.wall_s:.0%})"
 
 
 def _mib(v: int | None) -> str:
@@ -253,7 +282,12 @@ def markdown(results: list[Sizes], ceiling_rate: float | None, command: str) -> 
     roles = sorted({k for r in results for k in r.peak_rss})
     for role in roles:
         row(f"peak RSS: {role}", [_mib(r.peak_rss.get(role)) for r in results])
-    row("broker RSS at the end", [_mib(r.broker_end_rss) for r in results])
+    for role in sorted({k for r in results for k in r.cpu_s}):
+        row(
+            f"CPU: {role} (seconds, share of the run's wall time)",
+            [_cpu(r, role) for r in results],
+        )
+    row("broker RSS when the last action was stored", [_mib(r.broker_end_rss) for r in results])
     lines += [
         "",
         "End-to-end ceiling of the same invocation (`bench.pipeline` stage 5: produce -> validate -> events"
@@ -270,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, nargs="+", default=[1_000_000, 2_600_000])
     parser.add_argument("--ticks", type=int, default=100)
     parser.add_argument("--tick-seconds", type=float, default=60.0)
+    parser.add_argument("--agent-workers", type=int, default=1)
     parser.add_argument("--ceiling-events", type=int, default=300_000, help="0: skip the ceiling run")
     parser.add_argument("--work", type=Path, default=Path("/tmp/molt-bench-scale"))
     parser.add_argument("--no-write", action="store_true")
@@ -278,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for n in args.agents:
         print(f"society run --agents {n:,} --ticks {args.ticks} ...", flush=True)
-        r = run_size(n, args.ticks, args.work / str(n), args.tick_seconds)
+        r = run_size(n, args.ticks, args.work / str(n), args.tick_seconds, args.agent_workers)
         print(r, flush=True)
         results.append(r)
     rate = ceiling(args.ceiling_events) if args.ceiling_events else None
