@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from bench.dashboard import write_markdown
 from bench.pipeline import machine_info
 from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
 
@@ -222,16 +222,6 @@ def markdown(steps: list[tuple[str, float]], total: float, command: str, machine
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(path: Path, block: str) -> None:
-    """Put ``block`` in place of the old ``startup`` section, or append it at the end."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", lambda m: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=2000)
@@ -256,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"society run exited with {code}; its output: {work / 'society-run.out'}", file=sys.stderr)
             return 1
         if not args.no_write:
-            write_markdown(args.out, block)
+            write_markdown(args.out, block, BEGIN, END)
             print(f"wrote {args.out}", file=sys.stderr)
         return 0
     finally:

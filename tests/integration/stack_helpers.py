@@ -6,6 +6,7 @@ import asyncio
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,25 @@ async def read_topic(bootstrap: str, topic: str) -> list[Any]:
         return out
     finally:
         await c.stop()
+
+
+def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
+    """Event ids of the same society run in one process without Kafka (``agents.offline``)."""
+    from agents.behaviour import load_behaviour
+    from agents.offline import simulate
+
+    offline = simulate(
+        seed=settings.seed,
+        agents=settings.agents,
+        ticks=ticks,
+        behaviour=load_behaviour(),
+        shards=settings.shards,
+        partitions=settings.partitions,
+        tick_seconds=settings.tick_seconds,
+        start=datetime.fromisoformat(settings.sim_start),
+        society=society,
+    )
+    return {str(e.event_id) for e in offline.events}
 
 
 def emitted_event_ids(bootstrap: str, society: str) -> list[str]:

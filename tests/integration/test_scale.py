@@ -11,40 +11,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-from stack_helpers import emitted_event_ids, make_settings, running_stack, sql
+from stack_helpers import emitted_event_ids, make_settings, offline_ids, running_stack, sql
 
 from agents.behaviour import load_behaviour
 from agents.brain import FeedView, TickContext
-from agents.offline import simulate
 from agents.roster import AgentSpec, build_roster
 from agents.stochastic import StochasticBrain
 from agents.worker import AgentWorker
 from schemas.events import Event
-from society.run import drive_clock, last_window_start, save_config, wait_drained
-from society.settings import Settings
+from society.fork import save_config
+from society.run import drive_clock, last_window_start, wait_drained
 from society.stack import LocalStack
 
 pytestmark = pytest.mark.integration
-
-
-def _offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
-    offline = simulate(
-        seed=settings.seed,
-        agents=settings.agents,
-        ticks=ticks,
-        behaviour=load_behaviour(),
-        shards=settings.shards,
-        partitions=settings.partitions,
-        tick_seconds=settings.tick_seconds,
-        start=datetime.fromisoformat(settings.sim_start),
-        society=society,
-    )
-    return {str(e.event_id) for e in offline.events}
 
 
 async def _drive(stack: LocalStack, ticks: int) -> None:
@@ -75,7 +58,7 @@ def test_100k_agents_20_ticks_same_as_offline(broker: str, tmp_path: Path, socie
     emitted = emitted_event_ids(broker, society_name)
     assert len(stored) == len(set(stored))  # exactly once
     assert set(stored) == set(emitted)
-    assert set(stored) == _offline_ids(settings, society_name, ticks)
+    assert set(stored) == offline_ids(settings, society_name, ticks)
     assert int(acting) > 100  # a heavy-tailed few act (MoltBook's small active core), but many do
 
     # every agent of the roster registered once, with every subscription the roster gives it
@@ -131,4 +114,4 @@ def test_tick_longer_than_poll_interval_keeps_partitions(
     assert brain.slept == 2 * settings.shards  # every shard's slow ticks were slow, once each
     assert worker.revoked == 0  # it kept every partition of the ticks topic throughout
     assert len(stored) == len(set(stored))
-    assert set(stored) == _offline_ids(settings, society_name, ticks)
+    assert set(stored) == offline_ids(settings, society_name, ticks)

@@ -15,15 +15,12 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from stack_helpers import make_settings, running_stack, sql
+from stack_helpers import make_settings, offline_ids, running_stack, sql
 
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
 from schemas.topics import Role, topic_name
 from society.broker import broker_silence
 from society.fork import save_config
@@ -67,21 +64,6 @@ async def _ends(
         return dict(starts), hws
     finally:
         await c.stop()
-
-
-def _offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
-    offline = simulate(
-        seed=settings.seed,
-        agents=settings.agents,
-        ticks=ticks,
-        behaviour=load_behaviour(),
-        shards=settings.shards,
-        partitions=settings.partitions,
-        tick_seconds=settings.tick_seconds,
-        start=datetime.fromisoformat(settings.sim_start),
-        society=society,
-    )
-    return {str(e.event_id) for e in offline.events}
 
 
 def test_trimmer_beside_a_run_deletes_only_what_every_reader_passed(
@@ -151,7 +133,7 @@ def test_trimmer_beside_a_run_deletes_only_what_every_reader_passed(
 
     # the run is whole: every event once, the same as the in-process run of the same seed
     assert len(stored) == len(set(stored))
-    expected = _offline_ids(settings, society_name, TICKS)
+    expected = offline_ids(settings, society_name, TICKS)
     assert len(expected) > 100
     assert set(stored) == expected
 
@@ -193,4 +175,4 @@ def test_society_run_starts_the_trimmer_with_its_local_broker(tmp_path: Path, so
     stored: list[str] = json.loads(got.stdout.strip().splitlines()[-1])
     assert len(stored) == len(set(stored))
     settings = Settings(agents=300, seed=7, partitions=4, shards=4, tick_seconds=60.0)
-    assert set(stored) == _offline_ids(settings, society_name, TICKS)
+    assert set(stored) == offline_ids(settings, society_name, TICKS)
