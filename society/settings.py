@@ -117,8 +117,8 @@ class Settings(BaseSettings):
     # --- topic trimming (society.trim) --------------------------------------------------------
     trim: bool | None = Field(
         default=None,
-        description="delete records every reader has passed (unset: only with the local broker; a Kafka "
-        "cluster has its own retention)",
+        description="delete records every reader has passed (DeleteRecords; off unless true: the local "
+        "Tansu 0.6.0 broker cannot delete records, and a Kafka cluster has its own retention)",
     )
     trim_interval_seconds: float = Field(
         default=10.0, gt=0, le=3600, description="seconds between two rounds of the topic trimmer"

@@ -160,9 +160,9 @@ def _role_of(society: str, topic: str) -> Role | None:
 
 
 def trim_enabled(settings: Settings) -> bool:
-    """``SOCIETY_TRIM`` if set; by default on with the local broker only (a Kafka cluster has its own
-    retention, configured by whoever runs it)."""
-    return settings.trim if settings.trim is not None else settings.kafka_bootstrap is None
+    """``SOCIETY_TRIM``; off by default: the bundled local broker (Tansu 0.6.0) cannot delete records, and
+    a Kafka cluster has its own retention, configured by whoever runs it."""
+    return bool(settings.trim)
 
 
 def load_needed_offsets() -> NeededOffsets | None:

@@ -139,7 +139,7 @@ def test_trimmer_beside_a_run_deletes_only_what_every_reader_passed(
 
 
 def test_society_run_starts_the_trimmer_with_its_local_broker(tmp_path: Path, society_name: str) -> None:
-    """``society run`` (its own broker) trims by default; a run with the trimmer on is whole."""
+    """``society run`` (its own broker) with ``SOCIETY_TRIM=true`` starts the trimmer; the run is whole."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))}
     env.update(
         SOCIETY_STATE_DIR=str(tmp_path / "state"),
@@ -147,6 +147,7 @@ def test_society_run_starts_the_trimmer_with_its_local_broker(tmp_path: Path, so
         SOCIETY_PARTITIONS="4",
         SOCIETY_SHARDS="4",
         SOCIETY_WINDOW_SECONDS="600",
+        SOCIETY_TRIM="true",
         SOCIETY_TRIM_INTERVAL_SECONDS="0.3",
     )
     argv = [sys.executable, "-m", "society.cli", "run", "--society", society_name, "--agents", "300"]

@@ -91,8 +91,11 @@ def test_rebuild_topics_follow_needed_offsets_and_the_sink() -> None:
     }
 
 
-def test_trim_is_on_by_default_with_the_local_broker_only() -> None:
-    assert trim_enabled(Settings(kafka_bootstrap=None)) is True
+def test_trim_is_off_unless_asked_for() -> None:
+    """The bundled Tansu cannot delete records and a Kafka cluster has its own retention: only
+    ``SOCIETY_TRIM=true`` starts the trimmer."""
+    assert trim_enabled(Settings(kafka_bootstrap=None, trim=True)) is True
+    assert trim_enabled(Settings(kafka_bootstrap=None)) is False
     assert trim_enabled(Settings(kafka_bootstrap="kafka:9092")) is False
     assert trim_enabled(Settings(kafka_bootstrap="kafka:9092", trim=True)) is True
     assert trim_enabled(Settings(kafka_bootstrap=None, trim=False)) is False
