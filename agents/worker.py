@@ -34,7 +34,6 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.partitioner import murmur2
-from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import ConsumerRecord
 
 from agents.behaviour import load_behaviour
@@ -155,7 +154,9 @@ class AgentWorker:
             # partitions until the fetch is acted on and committed. Polls, heartbeats and the poll-interval
             # clock keep going however long a tick takes, so a slow tick is not a rebalance.
             while not stop.is_set() and not acting.done():
-                batch = await consumer.getmany(timeout_ms=100)
+                # short: while a tick is acted on, its partitions are paused and this returns empty; once
+                # they are resumed the next tick must not wait out a long poll (the barrier pays it)
+                batch = await consumer.getmany(timeout_ms=self.s.poll_ms)
                 if batch:
                     consumer.pause(*batch)
                     work.put_nowait(batch)
@@ -254,29 +255,19 @@ class AgentWorker:
     ) -> list[Awaitable[Any]]:
         """Send a shard's events, then its watermark on every partition; return the send futures.
 
-        Records go out in batches built per partition (``create_batch``/``send_batch``), each event to the
-        partition the default partitioner gives its key (murmur2, cached per key: a thread's comments and
-        votes share their post's key), which is where the stream workers expect it. A partition's
-        watermark closes its last batch, after the shard's events."""
+        One ``send`` per record, which the producer's linger (5 ms) gathers into one batch per partition
+        across the shards of a tick: building a batch per shard and partition (``send_batch``) was 10 %
+        faster at a million agents but twice as slow for 2,000, the local broker paying per batch (14 ms of
+        its CPU per tick more; BENCHMARKS.md)."""
         futures: list[Awaitable[Any]] = []
-        batches: dict[int, BatchBuilder] = {}
-
-        async def append(q: int, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-            batch = batches.get(q)
-            if batch is None:
-                batch = batches[q] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
-                futures.append(await producer.send_batch(batch, self.t_actions, partition=q))
-                batch = batches[q] = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                    raise ValueError(f"a record of {len(value):,} bytes does not fit in a producer batch")
-
         turn = time.monotonic() + SEND_TURN_SECONDS
         for ev in events:
             key = partition_key(ev).encode()
-            await append(partition_of(key, partitions), key, encode_event(ev), [])
+            # the default partitioner's partition (murmur2), cached per key: a thread's events share it
+            q = partition_of(key, partitions)
+            futures.append(await producer.send(self.t_actions, encode_event(ev), key=key, partition=q))
             self.emitted += 1
-            if time.monotonic() >= turn:
+            if time.monotonic() >= turn:  # a send that finds room in the batch does not yield
                 await asyncio.sleep(0)
                 turn = time.monotonic() + SEND_TURN_SECONDS
         mark = control.watermark(
@@ -289,8 +280,9 @@ class AgentWorker:
         )
         raw = control.dumps(mark)
         for q in range(partitions):
-            await append(q, None, raw, [(HEADER_KIND, KIND_WATERMARK)])
-            futures.append(await producer.send_batch(batches.pop(q), self.t_actions, partition=q))
+            futures.append(
+                await producer.send(self.t_actions, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
+            )
         return futures
 
     def _acceptable(self, ev: Event, agents: Cohort) -> bool:
