@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
-from aiokafka.partitioner import murmur2
 from aiokafka.structs import ConsumerRecord
 
 from agents.behaviour import load_behaviour
@@ -49,6 +48,7 @@ from schemas.wire import encode_event
 from society.broker import partition_count
 from society.logs import get_logger
 from society.settings import Settings
+from streams.partition_state import kafka_partition
 
 log = get_logger(__name__)
 
@@ -57,10 +57,8 @@ SEND_TURN_SECONDS = 0.02
 """Longest stretch of sending between two turns of the event loop."""
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def partition_of(key: bytes, partitions: int) -> int:
-    """The partition aiokafka's default partitioner gives ``key`` (Kafka's murmur2, as the Java client)."""
-    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+partition_of = functools.lru_cache(maxsize=1 << 16)(kafka_partition)
+"""``streams.partition_state.kafka_partition``, cached per key: a thread's events share their post's key."""
 
 
 def shard_producer(shard: int) -> str:

@@ -12,15 +12,11 @@ import signal
 import time
 import warnings
 from collections import Counter, defaultdict
-from datetime import datetime
 from pathlib import Path
 
 import networkx as nx
 import pytest
-from stack_helpers import emitted_event_ids, make_settings, run_ticks, running_stack, sql
-
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
+from stack_helpers import emitted_event_ids, make_settings, offline_ids, run_ticks, running_stack, sql
 
 pytestmark = pytest.mark.integration
 TICKS = 40
@@ -61,18 +57,7 @@ def test_every_event_once_same_as_offline_and_metrics_match_batch(
     assert dead == 0
 
     # the same society computed in one process, without Kafka, has the very same events
-    offline = simulate(
-        seed=settings.seed,
-        agents=settings.agents,
-        ticks=TICKS,
-        behaviour=load_behaviour(),
-        shards=settings.shards,
-        partitions=settings.partitions,
-        tick_seconds=settings.tick_seconds,
-        start=datetime.fromisoformat(settings.sim_start),
-        society=society_name,
-    )
-    assert {str(e.event_id) for e in offline.events} == set(stored_ids)
+    assert offline_ids(settings, society_name, TICKS) == set(stored_ids)
 
     _check_metrics_against_batch(rows, metrics, int(settings.window_seconds * 1e6), settings.top_k)
 
