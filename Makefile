@@ -77,19 +77,20 @@ test: $(STAMP) browser kcat ## Run the whole test suite (unit + integration on t
 test-unit: $(STAMP) ## Unit tests only
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
-lint: $(STAMP) ## ruff and mypy --strict
+lint: $(STAMP) ## ruff, mypy --strict and the layer contracts (imports point down, no cycles)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events and on the real crawl, LLM agents tokens/s and decisions/s (bench.*)
-	$(BIN)/python -m bench.pipeline
-	$(BIN)/python -m bench.dashboard
-	$(BIN)/python -m bench.report
-	$(BIN)/python -m bench.crawl_report
-	$(BIN)/python -m bench.llm
-	$(BIN)/python -m bench.llm_rate
-	$(BIN)/python -m bench.startup
+	$(BIN)/python -m molt_society.bench.pipeline
+	$(BIN)/python -m molt_society.bench.dashboard
+	$(BIN)/python -m molt_society.bench.report
+	$(BIN)/python -m molt_society.bench.crawl_report
+	$(BIN)/python -m molt_society.bench.llm
+	$(BIN)/python -m molt_society.bench.llm_rate
+	$(BIN)/python -m molt_society.bench.startup
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""``python -m agents --society NAME --bootstrap HOST:PORT``: run one agent worker until stopped.
+"""``python -m molt_society.agents --society NAME --bootstrap HOST:PORT``: run one agent worker until stopped.
 
 Exits 0 after SIGTERM/SIGINT (the stack's way to stop it, also sent by the kernel when the driver dies);
 on a failure it logs ``agents.failed`` with the error (the supervisor shows that line) and exits 1.
@@ -10,9 +10,9 @@ import argparse
 import asyncio
 import signal
 
-from agents.worker import AgentWorker
-from society.logs import configure_logging, get_logger
-from society.settings import get_settings
+from molt_society.agents.worker import AgentWorker
+from molt_society.runtime.logs import configure_logging, get_logger
+from molt_society.runtime.settings import get_settings
 
 
 async def _serve(society: str, bootstrap: str) -> None:
@@ -25,7 +25,7 @@ async def _serve(society: str, bootstrap: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m molt_society.agents", description=__doc__)
     parser.add_argument("--society", required=True)
     parser.add_argument("--bootstrap", required=True)
     args = parser.parse_args(argv)

@@ -51,7 +51,7 @@ class Behaviour(_Section):
 def load_behaviour(path: Path | None = None) -> Behaviour:
     """The behaviour parameters in ``path``, or the calibrated defaults shipped with the package."""
     if path is None:
-        text = resources.files("agents").joinpath("behaviour.toml").read_text()
+        text = resources.files(__package__).joinpath("behaviour.toml").read_text()
     else:
         text = Path(path).read_text()
     return Behaviour.model_validate(tomllib.loads(text))

@@ -16,9 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
-from agents.roster import AgentSpec, Cohort
-from schemas.control import FeedItem
-from schemas.events import Event
+from molt_society.agents.roster import AgentSpec, Cohort
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import Event
 
 
 @dataclass(frozen=True)

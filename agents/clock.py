@@ -25,11 +25,11 @@ from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaProducer
 
-from agents.feed_cache import FeedCache
-from schemas import control
-from schemas.topics import Role, topic_name
-from society.logs import get_logger
-from society.settings import Settings
+from molt_society.agents.feed_cache import FeedCache
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.topics import Role, topic_name
 
 log = get_logger(__name__)
 

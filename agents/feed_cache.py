@@ -14,11 +14,11 @@ import contextlib
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from agents.brain import FeedView
-from schemas import control
-from schemas.topics import Role, topic_name
-from streams.feed_updates import FeedState, FeedUpdate
-from streams.feeds import merge_feeds
+from molt_society.agents.brain import FeedView
+from molt_society.schemas import control
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.streams.feed_updates import FeedState, FeedUpdate
+from molt_society.streams.feeds import merge_feeds
 
 
 class FeedCache:

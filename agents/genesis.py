@@ -13,9 +13,9 @@ import random
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
-from agents.brain import TickContext
-from agents.roster import AgentSpec
-from schemas.events import (
+from molt_society.agents.brain import TickContext
+from molt_society.agents.roster import AgentSpec
+from molt_society.schemas.events import (
     AgentsJoined,
     AgentsJoinedBody,
     Event,
@@ -23,7 +23,7 @@ from schemas.events import (
     SubmoltCreated,
     SubmoltCreatedBody,
 )
-from schemas.ids import uuid7
+from molt_society.schemas.ids import uuid7
 
 COHORT = 256
 """Agents per ``agents_joined`` event (at most)."""

@@ -32,16 +32,25 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from agents.brain import FeedView, TickContext, awake, moment
-from agents.genesis import genesis
-from agents.llm_client import ChatClient, ModelCall
-from agents.llm_decision import FEED_POSTS, Decision, Failed, parse, prompt, reply_schema, show_feed, to_event
-from agents.roster import AgentSpec
-from schemas.control import FeedItem
-from schemas.events import Event, ModelCalled, ModelCalledBody
-from schemas.ids import uuid7
-from society.logs import get_logger
-from society.settings import Settings
+from molt_society.agents.brain import FeedView, TickContext, awake, moment
+from molt_society.agents.genesis import genesis
+from molt_society.agents.llm_client import ChatClient, ModelCall
+from molt_society.agents.llm_decision import (
+    FEED_POSTS,
+    Decision,
+    Failed,
+    parse,
+    prompt,
+    reply_schema,
+    show_feed,
+    to_event,
+)
+from molt_society.agents.roster import AgentSpec
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import Event, ModelCalled, ModelCalledBody
+from molt_society.schemas.ids import uuid7
 
 HISTORY = 5
 HOT_POSTS = 5  # of FEED_POSTS; the rest are the newest posts

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from agents.llm_pool import Server, ServerPool
+from molt_society.agents.llm_pool import Server, ServerPool
 
 Outcome = Literal["ok", "http_error", "unavailable", "timeout", "bad_response"]
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})

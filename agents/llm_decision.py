@@ -27,8 +27,8 @@ from typing import Literal
 
 import orjson
 
-from schemas.control import FeedItem
-from schemas.events import (
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import (
     CommentCreated,
     CommentCreatedBody,
     Event,
@@ -37,7 +37,7 @@ from schemas.events import (
     VoteCast,
     VoteCastBody,
 )
-from schemas.ids import uuid7
+from molt_society.schemas.ids import uuid7
 
 Action = Literal["post", "comment", "reply", "vote", "nothing"]
 ACTIONS: tuple[Action, ...] = ("post", "comment", "reply", "vote", "nothing")

@@ -16,15 +16,15 @@ from datetime import datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
-from agents.behaviour import Behaviour
-from agents.brain import FeedView, TickContext
-from agents.roster import build_roster
-from agents.stochastic import StochasticBrain
-from schemas.events import CommentCreated, Event, PostCreated, partition_key
-from schemas.wire import encode_event
-from streams.feed_updates import FeedState
-from streams.feeds import merge_feeds
-from streams.partition_state import Accepted, PartitionState
+from molt_society.agents.behaviour import Behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.roster import build_roster
+from molt_society.agents.stochastic import StochasticBrain
+from molt_society.schemas.events import CommentCreated, Event, PostCreated, partition_key
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.feed_updates import FeedState
+from molt_society.streams.feeds import merge_feeds
+from molt_society.streams.partition_state import Accepted, PartitionState
 
 MOLTBOOK_TARGETS = {
     "share_posts_without_comment": 0.5925,

@@ -19,8 +19,8 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-from agents.behaviour import Behaviour
-from agents.personas import persona
+from molt_society.agents.behaviour import Behaviour
+from molt_society.agents.personas import persona
 
 MAX_SUBMOLTS = 64
 """Subscriptions are a 64-bit mask per agent: a behaviour names at most 64 starting submolts."""

@@ -22,12 +22,12 @@ from typing import Literal
 
 import numpy as np
 
-from agents.behaviour import Behaviour
-from agents.brain import FeedView, TickContext, awake, moment
-from agents.genesis import genesis_events
-from agents.roster import AgentSpec, submolt_weights
-from schemas.control import FeedItem
-from schemas.events import (
+from molt_society.agents.behaviour import Behaviour
+from molt_society.agents.brain import FeedView, TickContext, awake, moment
+from molt_society.agents.genesis import genesis_events
+from molt_society.agents.roster import AgentSpec, submolt_weights
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import (
     CommentCreated,
     CommentCreatedBody,
     Event,
@@ -36,7 +36,7 @@ from schemas.events import (
     VoteCast,
     VoteCastBody,
 )
-from schemas.ids import uuid7
+from molt_society.schemas.ids import uuid7
 
 _WORDS = tuple(
     [

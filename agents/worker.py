@@ -35,20 +35,20 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from agents.behaviour import load_behaviour
-from agents.brain import Brain, TickContext
-from agents.feed_cache import FeedCache
-from agents.llm_brain import LLMBrain, open_llm_brain
-from agents.roster import Cohort, agent_index, build_roster
-from agents.stochastic import StochasticBrain
-from schemas import control
-from schemas.events import AgentsJoined, Event, partition_key
-from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
-from schemas.wire import encode_event
-from society.broker import partition_count
-from society.logs import get_logger
-from society.settings import Settings
-from streams.partition_state import kafka_partition
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.brain import Brain, TickContext
+from molt_society.agents.feed_cache import FeedCache
+from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
+from molt_society.agents.roster import Cohort, agent_index, build_roster
+from molt_society.agents.stochastic import StochasticBrain
+from molt_society.runtime.broker import partition_count
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.events import AgentsJoined, Event, partition_key
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.partition_state import kafka_partition
 
 log = get_logger(__name__)
 

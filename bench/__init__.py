@@ -1,1 +1,1 @@
-"""Benchmarks of the pipeline: ``python -m bench.pipeline`` (see BENCHMARKS.md)."""
+"""Benchmarks of the pipeline: ``python -m molt_society.bench.pipeline`` (see BENCHMARKS.md)."""

@@ -1,6 +1,7 @@
 """Broker memory over a long ``society run``: the local broker's resident memory (VmRSS), sampled.
 
-    python -m bench.broker_memory --agents 2000 --ticks 3000 --tick-seconds 300 [--no-trim] [--every 2]
+    python -m molt_society.bench.broker_memory --agents 2000 --ticks 3000 --tick-seconds 300 [--no-trim]
+    [--every 2]
 
 Runs ``society run`` in a fresh state directory and ClickHouse (under ``.society/bench-broker-memory``),
 reads the broker's pid from ``stack.json``, samples ``/proc/PID/status`` VmRSS every ``--every`` seconds
@@ -60,7 +61,16 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))}
     env.update(SOCIETY_STATE_DIR=str(root / "state"), CLICKHOUSE_URL=f"chdb://{root / 'clickhouse'}")
     env["SOCIETY_TRIM"] = "false" if args.no_trim else "true"
-    argv = [sys.executable, "-m", "society.cli", "run", "--society", society, "--agents", str(args.agents)]
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--society",
+        society,
+        "--agents",
+        str(args.agents),
+    ]
     argv += ["--ticks", str(args.ticks), "--tick-seconds", str(args.tick_seconds), "--no-dashboard"]
     began = time.monotonic()
     with open(root / "run.out", "wb") as out:

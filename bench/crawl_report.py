@@ -1,4 +1,5 @@
-"""``python -m bench.crawl_report``: the full ``society report`` of the real MoltBook crawl in ``../shared/``.
+"""``python -m molt_society.bench.crawl_report``: the full ``society report`` of the real MoltBook crawl in
+``../shared/``.
 
 1. ``society replay`` of ``crawl-2026-01-31/`` (8,438 posts with their nested comments) into a fresh
    society on a fresh embedded chDB, through the local stack (Tansu, stream processor, sink), as a user
@@ -26,12 +27,12 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dashboard import keep_or_remove, publish
-from bench.pipeline import machine_info
-from report.build import build_report
-from report.model import Report, Scalar
-from report.source import ClientWarehouse
-from report.write import write_report
+from molt_society.bench.dashboard import keep_or_remove, publish
+from molt_society.bench.pipeline import machine_info
+from molt_society.report.build import build_report
+from molt_society.report.model import Report, Scalar
+from molt_society.report.source import ClientWarehouse
+from molt_society.report.write import write_report
 
 err = Console(stderr=True)
 CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
@@ -152,7 +153,9 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.crawl_report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.crawl_report", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--source", type=Path, default=CRAWL, help="crawl folder or file to replay")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     parser.add_argument("--no-write", action="store_true")
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": "{cpu}, {nproc} cores, {ram}".format(**machine_info()),
-        "command": "python -m bench.crawl_report " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m molt_society.bench.crawl_report "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     try:
         source = unpack(args.source, tmp / "crawl")

@@ -1,4 +1,5 @@
-"""``python -m bench.dashboard``: the dashboard's panel queries at 1,000,000 stored events, and the page's
+"""``python -m molt_society.bench.dashboard``: the dashboard's panel queries at 1,000,000 stored events, and
+the page's
 responsiveness in real headless Chromium under 5,000 events/s of live load.
 
 1. One MoltBook-shaped dataset (``bench.dataset``) of ``--events + --live-events`` events for one society.
@@ -32,16 +33,16 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dataset import build
-from bench.pipeline import DASHBOARD_BEGIN as BEGIN
-from bench.pipeline import DASHBOARD_END as END
-from bench.pipeline import machine_info, percentile
-from dashboard.panels import PANELS
-from dashboard.snapshot import Snapshotter
-from schemas.topics import Role, topic_name
-from society.settings import get_settings
-from society.stack import LocalStack
-from warehouse.sink_http import query_http
+from molt_society.bench.dataset import build
+from molt_society.bench.pipeline import DASHBOARD_BEGIN as BEGIN
+from molt_society.bench.pipeline import DASHBOARD_END as END
+from molt_society.bench.pipeline import machine_info, percentile
+from molt_society.dashboard.panels import PANELS
+from molt_society.dashboard.snapshot import Snapshotter
+from molt_society.runtime.settings import get_settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.stack import LocalStack
+from molt_society.warehouse.sink_http import query_http
 
 err = Console(stderr=True)
 
@@ -89,7 +90,7 @@ def produce(
     argv = [
         sys.executable,
         "-m",
-        "bench.producer",
+        "molt_society.bench.producer",
         "--bootstrap",
         bootstrap,
         "--topic",
@@ -314,7 +315,9 @@ def write_markdown(path: Path, block: str, begin: str = BEGIN, end: str = END) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.dashboard", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--events", type=int, default=1_000_000, help="events stored before timing queries")
     parser.add_argument(
         "--live-events", type=int, default=300_000, help="events produced during the live phase"
@@ -347,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": _machine(),
-        "command": "python -m bench.dashboard " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m molt_society.bench.dashboard "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "events": args.events,
         "reps": args.reps,
         "rate": args.rate,

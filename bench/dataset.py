@@ -30,11 +30,11 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
-from schemas import control
-from schemas.events import partition_key
-from schemas.wire import encode_event
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.offline import simulate
+from molt_society.schemas import control
+from molt_society.schemas.events import partition_key
+from molt_society.schemas.wire import encode_event
 
 KIND_EVENT = 0
 KIND_MARK = 1
@@ -269,7 +269,7 @@ def write_replay_archive(
     import gzip
     from dataclasses import asdict
 
-    from replay.archive import ArchiveHeader
+    from molt_society.replay.archive import ArchiveHeader
 
     rows: list[tuple[str, str, bytes]] = []
     types: Counter[str] = Counter()

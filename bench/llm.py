@@ -1,4 +1,5 @@
-"""``python -m bench.llm``: tokens/s through LLM agents against a direct benchmark of the same server.
+"""``python -m molt_society.bench.llm``: tokens/s through LLM agents against a direct benchmark of the same
+server.
 
 1. The local model server (SmolLM2-135M-Instruct Q4_1, llama-cpp-python, all cores) is started once.
 2. Through the agents: a society on the local stack (Tansu, stream processor, sink, one agent worker)
@@ -30,16 +31,16 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from bench.dashboard import write_markdown
-from bench.pipeline import LLM_BEGIN as BEGIN
-from bench.pipeline import LLM_END as END
-from bench.pipeline import machine_info
-from society.broker import free_port
-from society.model_server import LocalModelServer
-from society.run import drive_clock, last_window_start, wait_drained
-from society.settings import Settings
-from society.stack import PIPELINE_NICE, LocalStack
-from warehouse.sink_http import query_http
+from molt_society.bench.dashboard import write_markdown
+from molt_society.bench.pipeline import LLM_BEGIN as BEGIN
+from molt_society.bench.pipeline import LLM_END as END
+from molt_society.bench.pipeline import machine_info
+from molt_society.runtime.broker import free_port
+from molt_society.runtime.settings import Settings
+from molt_society.society.model_server import LocalModelServer
+from molt_society.society.run import drive_clock, last_window_start, wait_drained
+from molt_society.society.stack import PIPELINE_NICE, LocalStack
+from molt_society.warehouse.sink_http import query_http
 
 
 class RecordingProxy:
@@ -199,7 +200,7 @@ def _row(*cells: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m molt_society.bench.llm", description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--llm-agents", type=int, default=8)
     ap.add_argument("--ticks", type=int, default=5, help="ticks of the society (the first is genesis)")
@@ -234,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         m = machine_info()
         cmd = (
-            f"python -m bench.llm --concurrency {args.concurrency} --llm-agents {args.llm_agents} "
-            f"--ticks {args.ticks}"
+            f"python -m molt_society.bench.llm --concurrency {args.concurrency} "
+            f"--llm-agents {args.llm_agents} --ticks {args.ticks}"
         )
         block = "\n".join(
             [

@@ -1,4 +1,5 @@
-"""``python -m bench.llm_rate``: LLM decisions/s against configured concurrency, with 1 and 4 model servers.
+"""``python -m molt_society.bench.llm_rate``: LLM decisions/s against configured concurrency, with 1 and 4
+model servers.
 
 The model servers are the OpenAI-compatible test server ``tests/llm_stub.py`` (a separate process, so it
 takes no CPU time from the agents' process under the GIL): every request is answered after 200 ms, with
@@ -34,15 +35,15 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from agents.behaviour import load_behaviour
-from agents.brain import FeedView, TickContext
-from agents.llm_brain import open_llm_brain
-from agents.roster import build_roster
-from bench.dashboard import write_markdown
-from bench.pipeline import machine_info, md_table
-from schemas.control import FeedItem
-from schemas.events import ModelCalled
-from society.settings import Settings
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.llm_brain import open_llm_brain
+from molt_society.agents.roster import build_roster
+from molt_society.bench.dashboard import write_markdown
+from molt_society.bench.pipeline import machine_info, md_table
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import ModelCalled
 
 BEGIN, END = "<!-- llm-rate:begin -->", "<!-- llm-rate:end -->"
 STUB = Path(__file__).resolve().parents[1] / "tests" / "llm_stub.py"
@@ -198,7 +199,9 @@ def render(rows: list[Row], command: str, loads: tuple[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.llm_rate", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.llm_rate", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--concurrency", default="4,16,64,256", help="per-server concurrencies, comma-separated")
     ap.add_argument("--servers", default="1,4", help="numbers of servers, comma-separated")
     ap.add_argument("--max-calls", type=int, default=8_000, help="calls per configuration at most")
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         proc.kill()
         proc.wait()
     given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m bench.llm_rate", *given])
+    command = " ".join(["python -m molt_society.bench.llm_rate", *given])
     block = render(rows, command, (before, f"{psutil.getloadavg()[0]:.1f}"))
     print(block)
     if not args.no_write:

@@ -1,12 +1,15 @@
-"""``python -m bench.pipeline [--events N] [--quick]``: measure the pipeline on this machine, in one run.
+"""``python -m molt_society.bench.pipeline [--events N] [--quick]``: measure the pipeline on this machine,
+in one run.
 
 Stages (all in one run, on one broker, so their ratios compare like with like):
 
 1. raw consume ceiling: aiokafka ``getmany`` + ``orjson.loads`` over the pre-produced actions topic;
 2. producer: the ``bench.producer`` child (acks=all, linger 5 ms) writes N events + watermarks;
-3. stream processor: one ``python -m streams`` worker on that backlog, from the first record in the events
-   topic until the events and marks topics (high watermarks read by a fetch) hold every event and mark;
-4. sink: ``python -m sinks`` on the events topic of stage 3, from its first insert until ``rows.events``;
+3. stream processor: one ``python -m molt_society.streams`` worker on that backlog, from the first record in
+   the events topic until the events and marks topics (high watermarks read by a fetch) hold every event
+   and mark;
+4. sink: ``python -m molt_society.sinks`` on the events topic of stage 3, from its first insert until
+   ``rows.events``;
 5. end to end: fresh society, sink + worker running and warm, N events produced at full speed, from the
    first send until ``/health`` reports N rows in ClickHouse; peak RSS of worker, sink and producer;
 5b. end to end again (another fresh society), while a reader sends ``QUERY_UNDER_LOAD`` to the sink's
@@ -58,15 +61,23 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.dataset import Dataset, build, copy_mask, iso_us, key_of, remapped, write_replay_archive
-from schemas import control
-from schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
-from schemas.ids import uuid7
-from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
-from schemas.wire import encode_event
-from society.broker import LocalBroker, ensure_topics
-from society.settings import Settings, get_settings
-from society.stack import settings_env
+from molt_society.bench.dataset import (
+    Dataset,
+    build,
+    copy_mask,
+    iso_us,
+    key_of,
+    remapped,
+    write_replay_archive,
+)
+from molt_society.runtime.broker import LocalBroker, ensure_topics
+from molt_society.runtime.settings import Settings, get_settings
+from molt_society.schemas import control
+from molt_society.schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.wire import encode_event
+from molt_society.society.stack import settings_env
 
 REPO = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
@@ -439,7 +450,15 @@ class Bench:
         return env
 
     def spawn_role(self, role: str, society: str, name: str, **overrides: Any) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", role, "--society", society, "--bootstrap", self.bootstrap]
+        argv = [
+            sys.executable,
+            "-m",
+            f"molt_society.{role}",
+            "--society",
+            society,
+            "--bootstrap",
+            self.bootstrap,
+        ]
         return self.children.spawn(name, argv, self.env(**overrides))
 
     def spawn_sink(self, society: str, name: str, **overrides: Any) -> subprocess.Popen[bytes]:
@@ -586,7 +605,7 @@ class Bench:
     async def run_producer(self, society: str, name: str, mem_key: str) -> dict[str, Any]:
         assert self.ds is not None
         argv = [
-            sys.executable, "-m", "bench.producer", "--bootstrap", self.bootstrap,
+            sys.executable, "-m", "molt_society.bench.producer", "--bootstrap", self.bootstrap,
             "--topic", topic_name(society, Role.ACTIONS), "--file", str(self.ds.files[society]),
         ]  # fmt: skip
         proc = self.children.spawn(name, argv, self.env(), stdout_pipe=True)
@@ -912,8 +931,8 @@ class Bench:
 
     # --- 7. replay ----------------------------------------------------------------------------------
     async def stage_replay(self) -> None:
-        from replay.archive import read_jsonl_docs
-        from replay.publisher import PublishStats, publish
+        from molt_society.replay.archive import read_jsonl_docs
+        from molt_society.replay.publisher import PublishStats, publish
 
         assert self.ds is not None
         st = self.stage("replay", "replay: read .jsonl.gz archive -> publish -> validate -> ClickHouse")
@@ -1465,19 +1484,19 @@ Event times end about two hours before the run.
 
 METHOD_TEXT = """\
 - One broker for the whole run (a local Tansu unless `KAFKA_BOOTSTRAP` is set), fresh society names, a
-  temporary directory for chDB and state. Workers and sinks are the real `python -m streams` and
-  `python -m sinks` processes with default settings, started like `society run` starts them.
+  temporary directory for chDB and state. Workers and sinks are the real `python -m molt_society.streams` and
+  `python -m molt_society.sinks` processes with default settings, started like `society run` starts them.
 - 1 raw ceiling: after stage 2, one aiokafka consumer (no group, `max_poll_records=10000`,
   `fetch_max_wait_ms=20`, 8 MiB per partition, uvloop) reads the actions topic from the beginning and
   `orjson.loads` every value: records (events + watermarks) / seconds.
 - 2 producer: `bench/producer.py` (aiokafka, `acks=all`, `linger_ms=5`, 1 MiB batches, uvloop) sends the
   N pre-encoded events (keyed) and the watermarks: N / (last ack - first send).
-- 3 stream processor: one `python -m streams` worker started on the filled actions topic:
+- 3 stream processor: one `python -m molt_society.streams` worker started on the filled actions topic:
   N / (time the events and marks topics hold all N events and marks - time its first record appeared),
   read from fetch high watermarks every ~0.1 s (`end_offsets` is wrong on Tansu). The Faust aggregator
   runs in the same process and competes with the processor for it; when it finishes the metrics of the
   last window is reported in the note (it may lag behind the events).
-- 4 sink: `python -m sinks` started on the events topic of stage 3: N / (end of the insert that
+- 4 sink: `python -m molt_society.sinks` started on the events topic of stage 3: N / (end of the insert that
   completed N rows - start of its first insert), from its `sink.flushed` log lines (and `/health`).
 - 5 end to end: fresh society; sink and stream worker started and warm (a probe event went all the way to
   ClickHouse); then the producer child sends N events (+ marks) at full speed:
@@ -1684,7 +1703,9 @@ def write_markdown(run: Run, path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.pipeline", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--events", type=int, default=None, help="events per stage (default 1,000,000)")
     parser.add_argument("--quick", action="store_true", help="200,000 events instead of 1,000,000")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of the latency run")
@@ -1722,7 +1743,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = Run(
         started=datetime.now(UTC),
-        command=" ".join([exe, "-m", "bench.pipeline", *raw]),
+        command=" ".join([exe, "-m", "molt_society.bench.pipeline", *raw]),
         events=args.events,
         quick=args.quick,
         machine=machine_info(),

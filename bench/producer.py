@@ -1,4 +1,5 @@
-"""``python -m bench.producer --bootstrap B --topic T --file F``: produce a record file at full speed.
+"""``python -m molt_society.bench.producer --bootstrap B --topic T --file F``: produce a record file at full
+speed.
 
 A separate process so that its peak RSS is the producer's own (the file is streamed in chunks) and so
 that the benchmark process does not share its CPU time. aiokafka producer, ``acks=all``, ``linger_ms=5``,
@@ -21,8 +22,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from bench.dataset import KIND_MARK, read_records
-from schemas.topics import HEADER_KIND, KIND_WATERMARK
+from molt_society.bench.dataset import KIND_MARK, read_records
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK
 
 MAX_IN_FLIGHT = 100_000
 
@@ -85,7 +86,7 @@ async def produce(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.producer", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m molt_society.bench.producer", description=__doc__)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--file", required=True, type=Path)

@@ -1,4 +1,5 @@
-"""``python -m bench.report``: the full ``society report`` of a society of 1,000,000 events, embeddings
+"""``python -m molt_society.bench.report``: the full ``society report`` of a society of 1,000,000 events,
+embeddings
 included, with the time of every diagnostic, and the streaming metrics checked against the batch ones.
 
 1. One MoltBook-shaped dataset (``bench.dataset``) of ``--events`` events for one society, produced at full
@@ -25,19 +26,19 @@ from typing import Any
 
 from rich.console import Console
 
-from bench.dashboard import count, keep_or_remove, produce, publish
-from bench.dataset import build
-from bench.pipeline import REPORT_BEGIN as BEGIN
-from bench.pipeline import REPORT_END as END
-from bench.pipeline import machine_info
-from report.build import build_report
-from report.embeddings import Encoder
-from report.model import Report, Scalar, Table
-from report.source import ClientWarehouse
-from report.write import write_report
-from schemas.topics import Role, topic_name
-from society.settings import get_settings
-from society.stack import LocalStack
+from molt_society.bench.dashboard import count, keep_or_remove, produce, publish
+from molt_society.bench.dataset import build
+from molt_society.bench.pipeline import REPORT_BEGIN as BEGIN
+from molt_society.bench.pipeline import REPORT_END as END
+from molt_society.bench.pipeline import machine_info
+from molt_society.report.build import build_report
+from molt_society.report.embeddings import Encoder
+from molt_society.report.model import Report, Scalar, Table
+from molt_society.report.source import ClientWarehouse
+from molt_society.report.write import write_report
+from molt_society.runtime.settings import get_settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.stack import LocalStack
 
 err = Console(stderr=True)
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook"
@@ -81,15 +82,15 @@ def load_society(events: int, tmp: Path, society: str) -> dict[str, Any]:
 
 
 def _metric_rows(url: str, society: str) -> int:
-    from warehouse.sink_http import query_http
+    from molt_society.warehouse.sink_http import query_http
 
     return int(query_http(url, f"SELECT count() FROM metrics WHERE society = '{society}'").rows[0][0])
 
 
 def sample_rate(enc: Encoder) -> dict[str, float]:
     """Texts/s of the model on the real MoltBook post texts of the shared samples (no storage)."""
-    from importers import import_path
-    from schemas.events import PostCreated
+    from molt_society.importers import import_path
+    from molt_society.schemas.events import PostCreated
 
     path = SAMPLES / "observatory-export" / "public" / "data" / "all" / "posts_raw.json"
     texts = [
@@ -154,7 +155,9 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.report", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     parser.add_argument("--no-write", action="store_true")
@@ -165,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": "{cpu}, {nproc} cores, {ram}".format(**machine_info()),
-        "command": "python -m bench.report " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m molt_society.bench.report "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     try:
         res |= load_society(args.events, tmp, society)

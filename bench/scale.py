@@ -15,7 +15,8 @@ The same invocation also measures the end-to-end ceiling of the pipeline (``benc
 produce -> validate -> events -> ClickHouse, with no agents and no tick barrier), so the live rate is
 quoted against a ceiling measured on the same machine in the same run.
 
-``python -m bench.scale`` (1,000,000 and 2,600,000 agents, 100 ticks); results go to BENCHMARKS.md between
+``python -m molt_society.bench.scale`` (1,000,000 and 2,600,000 agents, 100 ticks); results go to
+BENCHMARKS.md between
 the ``scale`` markers.
 """
 
@@ -33,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.dashboard import publish
-from bench.pipeline import machine_info
+from molt_society.bench.dashboard import publish
+from molt_society.bench.pipeline import machine_info
 
 REPO = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- scale:begin -->", "<!-- scale:end -->"
@@ -199,7 +200,7 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_wor
 
 def ceiling(events: int) -> float | None:
     """bench.pipeline's end-to-end stage alone, on this machine, now."""
-    from bench import pipeline
+    from molt_society.bench import pipeline
 
     args = pipeline.parse_args(
         [
@@ -300,7 +301,9 @@ def markdown(results: list[Sizes], ceiling_rate: float | None, command: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.scale", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--agents", type=int, nargs="+", default=[1_000_000, 2_600_000])
     parser.add_argument("--ticks", type=int, default=100)
     parser.add_argument("--tick-seconds", type=float, default=60.0)
@@ -309,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/molt-bench-scale"))
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
-    command = "python -m bench.scale " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m molt_society.bench.scale " + " ".join(sys.argv[1:] if argv is None else argv)
     results = []
     for n in args.agents:
         print(f"society run --agents {n:,} --ticks {args.ticks} ...", flush=True)

@@ -1,4 +1,5 @@
-"""``python -m bench.startup``: seconds from ``society run`` to the first stored event, at the demo's size.
+"""``python -m molt_society.bench.startup``: seconds from ``society run`` to the first stored event, at the
+demo's size.
 
 Runs ``society run --agents 2000 --ticks 30 --tick-seconds 300`` once (``make demo``'s society, fewer ticks:
 the start does not depend on them), with the dashboard as ``make demo`` has it (``--no-dashboard`` leaves
@@ -38,9 +39,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from bench.dashboard import write_markdown
-from bench.pipeline import machine_info
-from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.bench.dashboard import write_markdown
+from molt_society.bench.pipeline import machine_info
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
 
 BEGIN = "<!-- startup:begin -->"
 END = "<!-- startup:end -->"
@@ -176,7 +177,7 @@ def run_once(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, floa
     env.update(CLICKHOUSE_URL=f"chdb://{work / 'clickhouse'}", SOCIETY_STATE_DIR=str(state_dir))
     env.pop("KAFKA_BOOTSTRAP", None)  # the local broker, as `make demo` has it
     script = Path(sys.executable).with_name("society")  # the console script, as a user runs it
-    argv = [str(script)] if script.exists() else [sys.executable, "-m", "society.cli"]
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "molt_society.society.cli"]
     argv += ["run", "--society", society]
     argv += ["--agents", str(args.agents), "--ticks", str(args.ticks), "--tick-seconds", "300"]
     argv += [] if args.dashboard else ["--no-dashboard"]
@@ -205,9 +206,10 @@ def markdown(steps: list[tuple[str, float]], total: float, command: str, machine
         BEGIN,
         "## Start-up: seconds from `society run` to the first stored event (issue 15)",
         "",
-        f"Run {when} on {machine}: `python -m bench.startup` runs `{command}` once (fresh chDB and state "
-        "directory, local Tansu broker) and reads the run's journal, the children's logs, the first records "
-        "of the actions and events topics (their producer timestamps) and the sink's first insert.",
+        f"Run {when} on {machine}: `python -m molt_society.bench.startup` runs `{command}` once (fresh chDB "
+        "and state directory, local Tansu broker) and reads the run's journal, the children's logs, "
+        "the first records of the actions and events topics (their producer timestamps) "
+        "and the sink's first insert.",
         "",
         f"**First event stored in ClickHouse: {stored:.1f} s after `society run`** (goal: {GOAL_S:.0f} s); "
         f"the whole run of {command.split('--ticks ')[1].split()[0]} ticks took {total:.1f} s."
@@ -223,7 +225,9 @@ def markdown(steps: list[tuple[str, float]], total: float, command: str, machine
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.startup", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--agents", type=int, default=2000)
     parser.add_argument("--ticks", type=int, default=30)
     parser.add_argument("--society", default="startup")

@@ -1,4 +1,5 @@
-"""``python -m dashboard --society NAME [--bootstrap HOST:PORT]``: serve the dashboard until SIGTERM/SIGINT.
+"""``python -m molt_society.dashboard --society NAME [--bootstrap HOST:PORT]``: serve the dashboard until
+SIGTERM/SIGINT.
 
 Host, port and refresh interval come from ``Settings`` (``SOCIETY_DASHBOARD_HOST``, ``_PORT``,
 ``_REFRESH_SECONDS``). Without a bootstrap address the health panel shows no consumer lag.
@@ -11,10 +12,10 @@ import asyncio
 import signal
 import sys
 
-from dashboard.panels import BadSocietyName, check_society_name
-from dashboard.server import serve
-from society.logs import configure_logging, get_logger
-from society.settings import Settings, get_settings
+from molt_society.dashboard.panels import BadSocietyName, check_society_name
+from molt_society.dashboard.server import serve
+from molt_society.runtime.logs import configure_logging, get_logger
+from molt_society.runtime.settings import Settings, get_settings
 
 
 async def run(settings: Settings, society: str, bootstrap: str | None) -> None:
@@ -27,7 +28,9 @@ async def run(settings: Settings, society: str, bootstrap: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
-    parser = argparse.ArgumentParser(prog="python -m dashboard", description="serve a society's dashboard")
+    parser = argparse.ArgumentParser(
+        prog="python -m molt_society.dashboard", description="serve a society's dashboard"
+    )
     parser.add_argument("--society", default=settings.society)
     parser.add_argument("--bootstrap", default=settings.kafka_bootstrap)
     args = parser.parse_args(argv)

@@ -3,7 +3,7 @@
 Every figure on the page comes from one of these queries (a user can paste any of them into
 ``society sql``; the page shows them on request) or, for the health panel, from the broker and the sink.
 The SQL is written once here and used by the web dashboard and by the Grafana dashboard generated from
-it (``python -m dashboard.grafana``), so the two show the same numbers.
+it (``python -m molt_society.dashboard.grafana``), so the two show the same numbers.
 
 The only value ever substituted into the SQL is the society name, and only after it passed
 ``check_society_name`` (the operator's own input, never agent-written text). Agent-written text (titles,

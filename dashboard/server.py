@@ -24,12 +24,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from dashboard.panels import PANELS
-from dashboard.snapshot import Snapshotter
-from sinks.consumer import dumps_json  # the same JSON as the sink's /query answers
-from society.logs import get_logger
-from society.settings import Settings
-from society.web_guard import check_bind, guard
+from molt_society.dashboard.panels import PANELS
+from molt_society.dashboard.snapshot import Snapshotter
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.runtime.web_guard import check_bind, guard
+from molt_society.sinks.consumer import dumps_json  # the same JSON as the sink's /query answers
 
 log = get_logger(__name__)
 
@@ -37,7 +37,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "font-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-STATIC = Path(str(resources.files("dashboard").joinpath("static")))
+STATIC = Path(str(resources.files(__package__).joinpath("static")))
 SNAPSHOT_KEY = web.AppKey("snapshotter", Snapshotter)
 
 
@@ -111,7 +111,7 @@ async def healthz(request: web.Request) -> web.Response:
 def make_app(
     snapshotter: Snapshotter, port: Callable[[], int | None] = lambda: None, extra_hosts: tuple[str, ...] = ()
 ) -> web.Application:
-    """The dashboard's routes behind the Host/Origin/Content-Type checks (``society.web_guard``) of the
+    """The dashboard's routes behind the Host/Origin/Content-Type checks (``runtime.web_guard``) of the
     bound ``port()``."""
     app = web.Application(middlewares=[guard(port, extra_hosts), security_headers], client_max_size=64 << 10)
     app[SNAPSHOT_KEY] = snapshotter

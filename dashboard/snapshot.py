@@ -14,10 +14,10 @@ from typing import Any
 
 from scipy.special import zeta
 
-from dashboard.panels import PANELS
-from dashboard.sources import BrokerWatch, ClickHouseSource, QueryFailed, sink_health
-from replay.progress import read_progress
-from society.settings import Settings
+from molt_society.dashboard.panels import PANELS
+from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, QueryFailed, sink_health
+from molt_society.replay.progress import read_progress
+from molt_society.runtime.settings import Settings
 
 
 def power_law_line(ccdf: list[dict[str, Any]], fit: dict[str, float]) -> list[list[float]]:

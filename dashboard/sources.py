@@ -23,12 +23,12 @@ from typing import Any
 import aiohttp
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from schemas.topics import Role, topic_name
-from society.logs import get_logger
-from society.settings import Settings
-from society.status import GROUPS  # consumer group suffix -> the topic its lag is measured on
-from warehouse import QueryError, ReadLimits, ReadOnlySession
-from warehouse.reader import open_session
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.status import GROUPS  # consumer group suffix -> the topic its lag is measured on
+from molt_society.warehouse import QueryError, ReadLimits, ReadOnlySession
+from molt_society.warehouse.reader import open_session
 
 log = get_logger(__name__)
 
@@ -113,7 +113,7 @@ class ClickHouseSource:
         return QueryResult(columns, rows, _ms(began))
 
     def _direct(self, sql: str) -> tuple[list[str], list[list[Any]]]:
-        from sinks.clickhouse import connect, ensure_schema
+        from molt_society.sinks.clickhouse import connect, ensure_schema
 
         s = self.settings
         try:

@@ -24,11 +24,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from importers.builder import Builder
-from importers.files import read_file
-from importers.records import FileRecords
-from importers.report import FileReport, ImportReport
-from schemas.events import Event
+from molt_society.importers.builder import Builder
+from molt_society.importers.files import read_file
+from molt_society.importers.records import FileRecords
+from molt_society.importers.report import FileReport, ImportReport
+from molt_society.schemas.events import Event
 
 __all__ = ["FileReport", "ImportReport", "ImportResult", "import_path"]
 

@@ -9,8 +9,8 @@ it from the parent chain (1 = top-level).
 
 from __future__ import annotations
 
-from importers.json_items import read_comment
-from importers.records import FileRecords
+from molt_society.importers.json_items import read_comment
+from molt_society.importers.records import FileRecords
 
 
 def read_thread(top: object, position: str, post_id: str | None, out: FileRecords) -> None:

@@ -48,7 +48,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from importers.records import (
+from molt_society.importers.records import (
     AgentRecord,
     Author,
     CommentRecord,
@@ -59,8 +59,8 @@ from importers.records import (
     SubmoltRecord,
     sanitise_id,
 )
-from importers.report import FileReport
-from schemas.events import (
+from molt_society.importers.report import FileReport
+from molt_society.schemas.events import (
     AgentRegistered,
     AgentRegisteredBody,
     CommentCreated,
@@ -73,8 +73,8 @@ from schemas.events import (
     VoteTallied,
     VoteTalliedBody,
 )
-from schemas.ids import uuid7
-from schemas.wire import encode_event
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.wire import encode_event
 
 TITLE_MAX = 300
 NAME_MAX = 200

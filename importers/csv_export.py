@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Iterator
 
-from importers.records import (
+from molt_society.importers.records import (
     AgentRecord,
     CommentRecord,
     Counts,

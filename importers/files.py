@@ -18,13 +18,13 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from importers import csv_export
-from importers.detect import UNKNOWN, detect_csv, missing_columns, normalise_header
-from importers.json_doc import read_json
-from importers.jsonstream import JsonError, parts
-from importers.positions import BOM, CHUNK, position
-from importers.records import FileRecords
-from importers.report import FileReport
+from molt_society.importers import csv_export
+from molt_society.importers.detect import UNKNOWN, detect_csv, missing_columns, normalise_header
+from molt_society.importers.json_doc import read_json
+from molt_society.importers.jsonstream import JsonError, parts
+from molt_society.importers.positions import BOM, CHUNK, position
+from molt_society.importers.records import FileRecords
+from molt_society.importers.report import FileReport
 
 MAX_HEADER_BYTES = 1 << 20
 _BLANK = b" \t\r\n"

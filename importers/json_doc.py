@@ -24,13 +24,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from importers import api
-from importers.fields import has
-from importers.json_items import read_comment, read_post
-from importers.jsonstream import JsonError, parts
-from importers.positions import position
-from importers.records import FileRecords
-from importers.report import ReasonTally
+from molt_society.importers import api
+from molt_society.importers.fields import has
+from molt_society.importers.json_items import read_comment, read_post
+from molt_society.importers.jsonstream import JsonError, parts
+from molt_society.importers.positions import position
+from molt_society.importers.records import FileRecords
+from molt_society.importers.report import ReasonTally
 
 MAX_KEYS_SHOWN = 8
 

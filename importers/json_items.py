@@ -12,8 +12,8 @@ returned; its id, when it has one, is remembered so that replies to it are repor
 
 from __future__ import annotations
 
-from importers.fields import get, ignored
-from importers.records import (
+from molt_society.importers.fields import get, ignored
+from molt_society.importers.records import (
     Author,
     CommentRecord,
     Counts,

@@ -29,7 +29,7 @@ from typing import IO, Any
 import ijson  # type: ignore[import-untyped]
 import orjson
 
-from importers.positions import CHUNK, first_invalid_utf8
+from molt_society.importers.positions import CHUNK, first_invalid_utf8
 
 IN_MEMORY_MAX = 16 << 20
 """Files up to this size (bytes) are parsed in memory with orjson; larger ones are streamed."""

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from importers.fields import get
-from importers.report import FileReport
+from molt_society.importers.fields import get
+from molt_society.importers.report import FileReport
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:@\-]{1,128}$")
 _NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.:@\-]")

@@ -20,11 +20,11 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agents.llm_client import ChatClient
-from probes.judge import Judge
-from probes.score import Reply, Verdict, in_time_order
-from probes.tasks import Probe
-from society.logs import get_logger
+from molt_society.agents.llm_client import ChatClient
+from molt_society.probes.judge import Judge
+from molt_society.probes.score import Reply, Verdict, in_time_order
+from molt_society.probes.tasks import Probe
+from molt_society.runtime.logs import get_logger
 
 log = get_logger(__name__)
 

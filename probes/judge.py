@@ -38,9 +38,9 @@ from typing import Protocol
 
 import orjson
 
-from agents.llm_client import ChatClient
-from probes.score import Reply, ThreadVerdict, Verdict, in_time_order
-from probes.tasks import Probe
+from molt_society.agents.llm_client import ChatClient
+from molt_society.probes.score import Reply, ThreadVerdict, Verdict, in_time_order
+from molt_society.probes.tasks import Probe
 
 # --- reading answers --------------------------------------------------------------------------------
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from probes.helpfulness import ModelSpec, delta_help
-from probes.judge import ExactJudge, Judge
-from probes.score import (
+from molt_society.probes.helpfulness import ModelSpec, delta_help
+from molt_society.probes.judge import ExactJudge, Judge
+from molt_society.probes.score import (
     ProbeResult,
     Reply,
     ThreadVerdict,
@@ -43,11 +43,12 @@ from probes.score import (
     score_tier3,
     summarise,
 )
-from probes.shared_memory import score_run
-from probes.tasks import Probe
-from report.source import Warehouse, quoted
-from schemas import control
-from schemas.events import (
+from molt_society.probes.shared_memory import score_run
+from molt_society.probes.tasks import Probe
+from molt_society.report.source import Warehouse, quoted
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.events import (
     AgentRegistered,
     AgentRegisteredBody,
     AgentSubscribed,
@@ -59,11 +60,10 @@ from schemas.events import (
     PostCreatedBody,
     partition_key,
 )
-from schemas.ids import uuid7
-from schemas.topics import Role, topic_name
-from schemas.wire import encode_event
-from society.settings import Settings
-from society.status import highwaters
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.schemas.wire import encode_event
+from molt_society.society.status import highwaters
 
 
 class ProbeError(RuntimeError):

@@ -36,10 +36,10 @@ from datetime import datetime
 from itertools import combinations
 from typing import Any, Literal
 
-from probes.score import Reply
-from probes.tasks import Probe
-from report.collective import ranked_leaders, whole_period_pagerank
-from report.source import Warehouse, quoted
+from molt_society.probes.score import Reply
+from molt_society.probes.tasks import Probe
+from molt_society.report.collective import ranked_leaders, whole_period_pagerank
+from molt_society.report.source import Warehouse, quoted
 
 Kind = Literal["reads", "accounts", "background"]
 KINDS: tuple[Kind, ...] = ("reads", "accounts", "background")

@@ -197,6 +197,6 @@ def tier3(n: int, seed: int, steps: tuple[int, ...] = STEPS) -> list[Probe]:
 
 def shared_memory(n: int = 1) -> list[Probe]:
     """``n`` shared-memory probes of each of the study's three types (``probes.shared_memory.probes``)."""
-    from probes.shared_memory import probes  # imports this module
+    from molt_society.probes.shared_memory import probes  # imports this module
 
     return probes(n)

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from schemas.events import EVENT_ADAPTER, Event
-from schemas.wire import event_to_dict
+from molt_society.schemas.events import EVENT_ADAPTER, Event
+from molt_society.schemas.wire import event_to_dict
 
 ARCHIVE_VERSION = 1
 

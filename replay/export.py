@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from replay.archive import ArchiveHeader, write_archive
-from schemas.control import from_us, to_us
-from schemas.events import EVENT_ADAPTER, Event
-from society.settings import Settings
-from warehouse.reader import run_query
+from molt_society.replay.archive import ArchiveHeader, write_archive
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import from_us, to_us
+from molt_society.schemas.events import EVENT_ADAPTER, Event
+from molt_society.warehouse.reader import run_query
 
 PAGE = 50_000
 

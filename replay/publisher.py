@@ -23,11 +23,11 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 
-from schemas import control
-from schemas.events import Event, partition_key_of
-from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
-from schemas.wire import event_to_dict
-from streams.batch_out import BatchOut
+from molt_society.schemas import control
+from molt_society.schemas.events import Event, partition_key_of
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.wire import event_to_dict
+from molt_society.streams.batch_out import BatchOut
 
 MARK_EVERY = 2_000
 PRODUCER = "replay"

@@ -11,14 +11,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
-from replay.progress import ProgressFile, progress_path
-from replay.publisher import PublishStats, publish
-from schemas.control import to_us
-from schemas.events import Event
-from society.run import wait_drained
-from society.settings import Settings
-from society.stack import LocalStack
+from molt_society.replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
+from molt_society.replay.progress import ProgressFile, progress_path
+from molt_society.replay.publisher import PublishStats, publish
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import to_us
+from molt_society.schemas.events import Event
+from molt_society.society.run import wait_drained
+from molt_society.society.stack import LocalStack
 
 
 @dataclass
@@ -49,7 +49,7 @@ def load_source(path: Path, *, since: datetime | None = None, until: datetime | 
         header, it = read_archive(path)
         events, report = list(it), None
     else:
-        from importers import import_path
+        from molt_society.importers import import_path
 
         result = import_path(path, society="import")
         header, events, report = None, list(result.events), result.report

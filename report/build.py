@@ -16,11 +16,20 @@ from typing import Any
 
 import structlog
 
-from report import cascades, collective, cooperation, individual, platform_patterns, roles, social, superminds
-from report.embeddings import Encoder, ensure_embeddings
-from report.model import Item, Report, Scalar, Section
-from report.published import annotate
-from report.source import Warehouse, quoted
+from molt_society.report import (
+    cascades,
+    collective,
+    cooperation,
+    individual,
+    platform_patterns,
+    roles,
+    social,
+    superminds,
+)
+from molt_society.report.embeddings import Encoder, ensure_embeddings
+from molt_society.report.model import Item, Report, Scalar, Section
+from molt_society.report.published import annotate
+from molt_society.report.source import Warehouse, quoted
 
 log = structlog.get_logger(__name__)
 

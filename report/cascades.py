@@ -34,10 +34,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import zeta
 
-from report.model import Figure, Item, Scalar, Series, Table
-from report.saturation import CoxResult, Diffusion, LogitResult, Null, Saturation, analyse
-from report.source import Warehouse, quoted
-from streams.powerlaw_fit import MIN_DISTINCT_VALUES, MIN_OBSERVATIONS, PowerLawFit, fit_discrete_power_law
+from molt_society.report.model import Figure, Item, Scalar, Series, Table
+from molt_society.report.saturation import CoxResult, Diffusion, LogitResult, Null, Saturation, analyse
+from molt_society.report.source import Warehouse, quoted
+from molt_society.streams.powerlaw_fit import (
+    MIN_DISTINCT_VALUES,
+    MIN_OBSERVATIONS,
+    PowerLawFit,
+    fit_discrete_power_law,
+)
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -27,9 +27,9 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from report.common import missing, records
-from report.model import Figure, Item, Scalar, Series, Table
-from report.source import Warehouse, quoted
+from molt_society.report.common import missing, records
+from molt_society.report.model import Figure, Item, Scalar, Series, Table
+from molt_society.report.source import Warehouse, quoted
 
 THRESHOLD = 0.8  # Jaccard similarity of word 3-shingle sets
 MIN_WORDS = 5  # the view clone_items keeps texts of at least this many words

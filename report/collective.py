@@ -22,11 +22,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from report.common import missing, num, records
-from report.model import Cell, Figure, Item, Scalar, Series, Style, Table
-from report.source import Warehouse, quoted
-from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
-from streams.powerlaw_fit import fit_discrete_power_law
+from molt_society.report.common import missing, num, records
+from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
+from molt_society.report.source import Warehouse, quoted
+from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 
 DAY_US = 86_400_000_000
 LEADERS_TITLE = "Top-{k} influence leaders over the whole observation period (PageRank on every interaction)"

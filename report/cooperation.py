@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from report.model import Item, Scalar, Table
-from report.source import Warehouse, quoted
+from molt_society.report.model import Item, Scalar, Table
+from molt_society.report.source import Warehouse, quoted
 
 FLAGS = ("has_code", "has_comments", "has_tests", "balanced")
 SOLUTION_FLAGS = ("has_code", "has_comments", "has_tests", "syntax_valid")

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from report.source import Warehouse, quoted
+from molt_society.report.source import Warehouse, quoted
 
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
 DIM = 384

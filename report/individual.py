@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from report.common import missing, records
-from report.embeddings import vectors_for
-from report.model import Figure, Item, Scalar, Series
-from report.source import Warehouse, quoted
+from molt_society.report.common import missing, records
+from molt_society.report.embeddings import vectors_for
+from molt_society.report.model import Figure, Item, Scalar, Series
+from molt_society.report.source import Warehouse, quoted
 
 MIN_POSTS = 4
 WINDOW = 10

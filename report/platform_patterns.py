@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import structlog
 
-from report import clones, reference_stats, rhythm
-from report.model import Item
-from report.source import Warehouse
+from molt_society.report import clones, reference_stats, rhythm
+from molt_society.report.model import Item
+from molt_society.report.source import Warehouse
 
 log = structlog.get_logger(__name__)
 

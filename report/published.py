@@ -5,7 +5,7 @@ Keys are the report's Scalar keys. Each value carries where it was published.
 
 from __future__ import annotations
 
-from report.model import Scalar
+from molt_society.report.model import Scalar
 
 MOLT_DYNAMICS = "Molt Dynamics (770k agents, 3 weeks)"
 LI_A1 = "Li 2026 crawl of 91,792 posts (ln9527/moltbook-research results/a1_platform_stats.json)"

@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from report.common import missing, records
-from report.model import Item, Scalar, Table
-from report.published import PUBLISHED
-from report.source import Warehouse, quoted
+from molt_society.report.common import missing, records
+from molt_society.report.model import Item, Scalar, Table
+from molt_society.report.published import PUBLISHED
+from molt_society.report.source import Warehouse, quoted
 
 Histogram = list[tuple[int, int]]  # (value, how many)
 

@@ -12,8 +12,8 @@ import math
 import re
 from typing import Any
 
-from report.model import Cell, Figure, Item, Report, Scalar, Section, Series, Table
-from report.svg import esc, figure_svg, fmt_number
+from molt_society.report.model import Cell, Figure, Item, Report, Scalar, Section, Series, Table
+from molt_society.report.svg import esc, figure_svg, fmt_number
 
 MAX_ROWS = 200
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

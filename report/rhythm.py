@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from report.common import missing, num, records
-from report.model import Figure, Item, Scalar, Series
-from report.source import Warehouse, quoted
+from molt_society.report.common import missing, num, records
+from molt_society.report.model import Figure, Item, Scalar, Series
+from molt_society.report.source import Warehouse, quoted
 
 MIN_POSTS = 3  # "For each author with three or more posts" (S4.1)
 AUTONOMOUS_BELOW = 0.5  # very regular (< 0.3) + regular (0.3-0.5)

@@ -59,9 +59,9 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.metrics.pairwise import euclidean_distances
 
-from report.model import Figure, Item, Scalar, Series, Table
-from report.source import Warehouse, quoted
-from streams.pagerank import pagerank
+from molt_society.report.model import Figure, Item, Scalar, Series, Table
+from molt_society.report.source import Warehouse, quoted
+from molt_society.streams.pagerank import pagerank
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -13,10 +13,10 @@ from collections import defaultdict
 import numpy as np
 import numpy.typing as npt
 
-from report.common import epoch, missing, num, records
-from report.embeddings import MODEL, vectors_for
-from report.model import Figure, Item, Scalar, Series, Style, Table
-from report.source import Warehouse, quoted
+from molt_society.report.common import epoch, missing, num, records
+from molt_society.report.embeddings import MODEL, vectors_for
+from molt_society.report.model import Figure, Item, Scalar, Series, Style, Table
+from molt_society.report.source import Warehouse, quoted
 
 KNN = 10
 KNN_QUERIES = 2_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours

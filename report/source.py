@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from dashboard.panels import check_society_name
-from society.settings import Settings, get_settings
-from warehouse import QueryError, ReadOnlySession, Result
-from warehouse.guard import ReadLimits, first_line
-from warehouse.reader import open_session
-from warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
+from molt_society.dashboard.panels import check_society_name
+from molt_society.runtime.settings import Settings, get_settings
+from molt_society.warehouse import QueryError, ReadOnlySession, Result
+from molt_society.warehouse.guard import ReadLimits, first_line
+from molt_society.warehouse.reader import open_session
+from molt_society.warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
 
 
 class Warehouse(Protocol):
@@ -40,7 +40,7 @@ class ClientWarehouse:
     session when one is given (``open``), else through the client itself (a caller's own client)."""
 
     def __init__(self, client: Any, reader: ReadOnlySession | None = None) -> None:
-        from sinks.clickhouse import ensure_schema
+        from molt_society.sinks.clickhouse import ensure_schema
 
         self.client = client
         self.reader = reader
@@ -51,7 +51,7 @@ class ClientWarehouse:
         cls, url: str, reader_url: str | None = None, limits: ReadLimits | None = None
     ) -> ClientWarehouse:
         """``limits``: of the read-only session (default ``report_limits()``: the report's own queries)."""
-        from sinks.clickhouse import connect
+        from molt_society.sinks.clickhouse import connect
 
         writer = connect(url)
         wh = cls(writer)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from agents.llm_client import ChatClient
+from molt_society.agents.llm_client import ChatClient
 
 TEXT_LIMIT = 1000
 PER_CALL = 15  # "Each call evaluates up to 15 replies per post."

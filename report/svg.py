@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
-from report.model import Figure
+from molt_society.report.model import Figure
 
 WIDTH = 640
 PLOT_HEIGHT = 250  # height of the plotting area; the viewBox grows with the legend and the x labels

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from report.model import Report
-from report.published import PUBLISHED
+from molt_society.report.model import Report
+from molt_society.report.published import PUBLISHED
 
 
 def report_json(reports: list[Report]) -> bytes:
@@ -21,7 +21,7 @@ def report_json(reports: list[Report]) -> bytes:
 
 def write_report(reports: list[Report], html_path: Path) -> tuple[Path, Path]:
     """Write ``html_path`` and the JSON beside it (same name, ``.json``); return both paths."""
-    from report.render import render_html
+    from molt_society.report.render import render_html
 
     html_path.parent.mkdir(parents=True, exist_ok=True)
     json_path = html_path.with_suffix(".json")

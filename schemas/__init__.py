@@ -1,6 +1,6 @@
 """The event contract of an agent society: event models, wire format, topics and control records."""
 
-from schemas.events import (
+from molt_society.schemas.events import (
     EVENT_ADAPTER,
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -17,7 +17,7 @@ from schemas.events import (
     VoteTallied,
     partition_key,
 )
-from schemas.wire import InvalidEvent, decode_event, encode_event
+from molt_society.schemas.wire import InvalidEvent, decode_event, encode_event
 
 __all__ = [
     "EVENT_ADAPTER",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.events import EVENT_ADAPTER, SCHEMA_VERSION
+from molt_society.schemas.events import EVENT_ADAPTER, SCHEMA_VERSION
 
 
 def event_json_schema() -> dict[str, Any]:

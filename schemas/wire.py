@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from schemas.events import EVENT_ADAPTER, EVENT_TYPES, Event, format_time
+from molt_society.schemas.events import EVENT_ADAPTER, EVENT_TYPES, Event, format_time
 
 
 class InvalidEvent(Exception):

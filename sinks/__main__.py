@@ -1,7 +1,8 @@
-"""``python -m sinks --society NAME --bootstrap HOST:PORT``: run the ClickHouse sink until SIGTERM/SIGINT.
+"""``python -m molt_society.sinks --society NAME --bootstrap HOST:PORT``: run the ClickHouse sink until
+SIGTERM/SIGINT.
 
 Everything else (ClickHouse URL, batch size and age, HTTP port, state directory, logging) comes from
-``society.settings.Settings`` (environment, ``SOCIETY_`` prefix). On a signal the sink flushes and commits
+``runtime.settings.Settings`` (environment, ``SOCIETY_`` prefix). On a signal the sink flushes and commits
 what it holds, removes its ``sink.json`` and exits 0.
 """
 
@@ -14,14 +15,14 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from sinks.consumer import ClickHouseSink
-from society.logs import configure_logging, get_logger, tune_gc
-from society.settings import Settings, get_settings
+from molt_society.runtime.logs import configure_logging, get_logger, tune_gc
+from molt_society.runtime.settings import Settings, get_settings
+from molt_society.sinks.consumer import ClickHouseSink
 
 
 def _parse(argv: list[str] | None, settings: Settings) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m sinks", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m molt_society.sinks", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("--society", default=settings.society, help="society name (default: SOCIETY_SOCIETY)")
     parser.add_argument(

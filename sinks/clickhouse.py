@@ -22,8 +22,9 @@ from typing import Any, Protocol
 import clickhouse_connect
 import orjson
 
-from schemas.control import from_us
-from schemas.topics import (
+from molt_society.runtime.logs import get_logger
+from molt_society.schemas.control import from_us
+from molt_society.schemas.topics import (
     DLQ_CODE,
     DLQ_KEY,
     DLQ_OFFSET,
@@ -33,7 +34,6 @@ from schemas.topics import (
     HEADER_KIND,
     KIND_WATERMARK,
 )
-from society.logs import get_logger
 
 log = get_logger(__name__)
 
@@ -142,7 +142,7 @@ def schema_statements() -> list[str]:
     """The statements of ``SCHEMA_FILES``, in order, without the ones that are only comments."""
     statements = []
     for name in SCHEMA_FILES:
-        text = resources.files("sinks").joinpath(name).read_text(encoding="utf-8")
+        text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
         for chunk in _STATEMENT_END.split(text):
             code = "\n".join(line for line in chunk.splitlines() if not line.lstrip().startswith("--"))
             if code.strip():

@@ -31,7 +31,7 @@ Delivery is at least once, rows are effectively once. The contract, per partitio
 
 The sink serves ``POST /query``, ``GET /health`` and the authenticated ``POST /internal/embeddings`` (the
 report's vectors; bearer secret in ``<state_dir>/<society>/sink.token``, mode 0600) on 127.0.0.1, behind
-the Host/Origin/Content-Type checks of ``society.web_guard``, and advertises its URL in
+the Host/Origin/Content-Type checks of ``runtime.web_guard``, and advertises its URL in
 ``<state_dir>/<society>/sink.json``, because with chDB no other process can open the data directory.
 """
 
@@ -59,9 +59,12 @@ from aiohttp import web
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 
-from schemas.control import from_us
-from schemas.topics import Role, topic_name
-from sinks.clickhouse import (
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.runtime.web_guard import check_bind, guard
+from molt_society.schemas.control import from_us
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.sinks.clickhouse import (
     DEAD_LETTER_COLUMNS,
     DEAD_LETTERS_TABLE,
     EVENT_COLUMNS,
@@ -78,13 +81,10 @@ from sinks.clickhouse import (
     rows_for_events,
     rows_for_metrics,
 )
-from society.logs import get_logger
-from society.settings import Settings
-from society.web_guard import check_bind, guard
-from warehouse.guard import ReadLimits, ReadOnlySession
-from warehouse.reader import open_session
-from warehouse.result import QueryError, Refused
-from warehouse.sink_http import TOKEN_FILE
+from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
+from molt_society.warehouse.reader import open_session
+from molt_society.warehouse.result import QueryError, Refused
+from molt_society.warehouse.sink_http import TOKEN_FILE
 
 log = get_logger("sinks.consumer")
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from society.logs import configure_logging
-from society.settings import Settings, get_settings
+from molt_society.runtime.logs import configure_logging
+from molt_society.runtime.settings import Settings, get_settings
 
 console = Console()
 
@@ -90,7 +90,7 @@ def run(
         raise click.UsageError(
             "--resume NAME continues NAME itself: give neither --from nor another --society"
         )
-    from society.run import run_society
+    from molt_society.society.run import run_society
 
     s = _settings(
         agents=agents,
@@ -107,15 +107,15 @@ def run(
     if ticks is None and duration is None and resume_name is None:
         duration = 60.0
     if fork_from is not None or resume_name is not None:
-        from society.fork import load_config
+        from molt_society.society.fork import load_config
 
         try:
             load_config(s, fork_from or society)
         except FileNotFoundError as exc:
             raise click.ClickException(str(exc)) from None
-    from agents.clock import BarrierTimeout
-    from society.recover import rebuild_hook
-    from society.stack import StackBusy, StackFailed
+    from molt_society.agents.clock import BarrierTimeout
+    from molt_society.society.recover import rebuild_hook
+    from molt_society.society.stack import StackBusy, StackFailed
 
     try:
         summary = run_society(
@@ -179,7 +179,7 @@ def clock(name: str, ticks: int | None, duration: float | None) -> None:
     """Drive the simulation clock of a society whose workers already run (e.g. docker compose)."""
     import asyncio
 
-    from society.run import drive_clock
+    from molt_society.society.run import drive_clock
 
     s = get_settings()
     if not s.kafka_bootstrap:
@@ -230,7 +230,7 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
     """Export a society's events from ClickHouse to compressed JSON Lines or Parquet."""
     from rich.progress import Progress
 
-    from replay.export import count_events, export_society
+    from molt_society.replay.export import count_events, export_society
 
     s = get_settings()
     lo, hi = _parse_time(since), _parse_time(until)
@@ -260,7 +260,7 @@ def replay(
     source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
-    from replay.runner import load_source, replay_source
+    from molt_society.replay.runner import load_source, replay_source
 
     s = get_settings()
     factor = _parse_speed(speed)
@@ -292,9 +292,9 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
     """Serve the live web dashboard of a society (running, replaying or stored) until Ctrl-C."""
     import asyncio
 
-    from dashboard.__main__ import run as serve_dashboard
-    from dashboard.panels import BadSocietyName, check_society_name
-    from society.stack import read_state
+    from molt_society.dashboard.__main__ import run as serve_dashboard
+    from molt_society.dashboard.panels import BadSocietyName, check_society_name
+    from molt_society.society.stack import read_state
 
     s = _settings(dashboard_host=host, dashboard_port=port)
     stack_state = read_state(s)
@@ -363,9 +363,9 @@ def probe(
     """
     import time
 
-    from dashboard.panels import BadSocietyName, check_society_name
-    from probes import session, tasks
-    from report.source import open_warehouse
+    from molt_society.dashboard.panels import BadSocietyName, check_society_name
+    from molt_society.probes import session, tasks
+    from molt_society.report.source import open_warehouse
 
     try:
         check_society_name(name)
@@ -406,7 +406,7 @@ def probe(
 
 
 def _bootstrap(s: Settings) -> str:
-    from society.stack import read_state
+    from molt_society.society.stack import read_state
 
     bootstrap = s.kafka_bootstrap or read_state(s).get("bootstrap")
     if not bootstrap:
@@ -417,7 +417,7 @@ def _bootstrap(s: Settings) -> str:
 
 
 def _first_submolt(s: Settings) -> str:
-    from agents.behaviour import load_behaviour
+    from molt_society.agents.behaviour import load_behaviour
 
     return load_behaviour(s.behaviour_file).submolts.names[0]
 
@@ -425,8 +425,8 @@ def _first_submolt(s: Settings) -> str:
 def _judge(s: Settings, kind: str, model: str | None) -> Any:
     if kind == "exact":
         return None
-    from probes.judge import LLMJudge
-    from society.stack import read_state
+    from molt_society.probes.judge import LLMJudge
+    from molt_society.society.stack import read_state
 
     # else the running stack's local model server
     url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
@@ -434,7 +434,7 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
         raise click.UsageError(
             "--judge llm needs a model server: SOCIETY_LLM_BASE_URL, or a running society with LLM agents"
         )
-    from agents.llm_client import ChatClient
+    from molt_society.agents.llm_client import ChatClient
 
     return LLMJudge(ChatClient(url, s.llm_api_key), model or s.model_names[0])
 
@@ -442,8 +442,8 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
 def _help_models(s: Settings, spec: str | None) -> Any:
     if not spec:
         return None
-    from probes.helpfulness import ModelSpecError, parse_models
-    from society.stack import read_state
+    from molt_society.probes.helpfulness import ModelSpecError, parse_models
+    from molt_society.society.stack import read_state
 
     url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
     try:
@@ -535,12 +535,12 @@ def report(
     Social, individual and collective layers, Molt Dynamics' roles, cascades, saturation and cooperation,
     and the streaming metrics checked against a batch recomputation; published MoltBook values alongside.
     """
-    from dashboard.panels import BadSocietyName, check_society_name
-    from report.build import SPECS, build_report
-    from report.embeddings import Encoder
-    from report.source import open_warehouse
-    from report.write import write_report
-    from warehouse import QueryError
+    from molt_society.dashboard.panels import BadSocietyName, check_society_name
+    from molt_society.report.build import SPECS, build_report
+    from molt_society.report.embeddings import Encoder
+    from molt_society.report.source import open_warehouse
+    from molt_society.report.write import write_report
+    from molt_society.warehouse import QueryError
 
     names = [society_name] + ([other] if other else [])
     try:
@@ -595,7 +595,7 @@ def sql(sql: str, fmt: str) -> None:
 
     Only reads run (SELECT, WITH, EXPLAIN, SHOW, DESCRIBE, EXISTS): ClickHouse refuses anything else, and
     no query can change a setting or reach files, the network or other processes (``warehouse``)."""
-    from warehouse import QueryError, Refused, open_reader
+    from molt_society.warehouse import QueryError, Refused, open_reader
 
     try:
         reader = open_reader(get_settings())
@@ -641,7 +641,7 @@ def status() -> None:
     """Throughput, consumer lag (from the high watermark) and dead letters of the running stack.
 
     A stack whose driver died is reported, whatever of it still runs is stopped, and its state removed."""
-    from society.status import print_status
+    from molt_society.society.status import print_status
 
     sys.exit(print_status(get_settings(), console))
 
@@ -658,7 +658,7 @@ def stop(timeout: float) -> None:
     """Stop the running stack cleanly: its driver (`society run`) drains, flushes and stops everything.
 
     A stack whose driver died is cleared instead: what still runs of it is stopped, its state removed."""
-    from society.stack import stop_stack
+    from molt_society.society.stack import stop_stack
 
     sys.exit(
         stop_stack(get_settings(), timeout, lambda msg: console.print(msg, highlight=False, markup=False))
@@ -669,7 +669,7 @@ def stop(timeout: float) -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="write to this file instead of stdout")
 def schema(out: Path | None) -> None:
     """Export the event contract as JSON Schema (for non-Python producers)."""
-    from schemas.json_schema import event_json_schema
+    from molt_society.schemas.json_schema import event_json_schema
 
     text = json.dumps(event_json_schema(), indent=2)
     if out:
@@ -682,7 +682,7 @@ def schema(out: Path | None) -> None:
 @main.command()
 def topics() -> None:
     """Print the topics of a society: name, key, partitions, writers and readers."""
-    from schemas.topics import topics_markdown
+    from molt_society.schemas.topics import topics_markdown
 
     click.echo(topics_markdown())
 
@@ -694,8 +694,8 @@ def topics() -> None:
 @click.option("--behaviour", "behaviour_file", type=click.Path(path_type=Path, exists=True))
 def calibrate(agents: int, ticks: int, seed: int, behaviour_file: Path | None) -> None:
     """Run the stochastic brain offline and compare its society's shape with MoltBook's."""
-    from agents.behaviour import load_behaviour
-    from agents.offline import MOLTBOOK_TARGETS, simulate
+    from molt_society.agents.behaviour import load_behaviour
+    from molt_society.agents.offline import MOLTBOOK_TARGETS, simulate
 
     s = get_settings()
     b = load_behaviour(behaviour_file or s.behaviour_file)

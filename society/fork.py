@@ -21,11 +21,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agents.worker import shard_producer
-from replay.export import iter_events
-from replay.publisher import publish
-from schemas.control import to_us
-from society.settings import Settings
+from molt_society.agents.worker import shard_producer
+from molt_society.replay.export import iter_events
+from molt_society.replay.publisher import publish
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import to_us
 
 CONFIG_FIELDS = (
     "seed",
@@ -88,7 +88,7 @@ def fork_point(settings: Settings, at: datetime | None, end_us: int | None) -> F
 
 async def copy_history(settings: Settings, bootstrap: str, source: str, target: str, point: ForkPoint) -> int:
     """Replay ``source``'s events before the fork point into ``target`` and hand over to the shards."""
-    from schemas.control import from_us
+    from molt_society.schemas.control import from_us
 
     events = iter_events(settings, source, until=from_us(point.at_us))
     stats = await publish(
@@ -125,8 +125,8 @@ def run_fork(
     duration: float | None,
 ) -> tuple[ForkPoint, int]:
     """Used by tests and scripts without the live display; ``society run --from`` shows progress."""
-    from society.run import drive_clock, last_window_start, wait_drained
-    from society.stack import LocalStack
+    from molt_society.society.run import drive_clock, last_window_start, wait_drained
+    from molt_society.society.stack import LocalStack
 
     s, cfg = fork_settings(settings, source, seed)
     point = fork_point(s, at, cfg.get("end_us"))

@@ -21,9 +21,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from society.broker import free_port
-from society.logs import get_logger
-from society.settings import Settings
+from molt_society.runtime.broker import free_port
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
 
 log = get_logger(__name__)
 

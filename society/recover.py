@@ -24,14 +24,14 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.control import to_us
-from schemas.topics import Role, topic_name
-from society.broker import LocalBroker, ensure_topics
-from society.fork import ForkPoint, copy_history, save_config
-from society.logs import get_logger
-from society.settings import Settings
-from society.stack import LocalStack
-from warehouse import SessionReader
+from molt_society.runtime.broker import LocalBroker, ensure_topics
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import to_us
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.fork import ForkPoint, copy_history, save_config
+from molt_society.society.stack import LocalStack
+from molt_society.warehouse import SessionReader
 
 log = get_logger(__name__)
 

@@ -30,20 +30,20 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from agents.clock import Clock
-from agents.feed_cache import FeedCache
-from schemas import control
-from schemas.control import from_us
-from schemas.topics import Role, topic_name
-from society.broker import partition_count
-from society.fork import copy_history, fork_point, fork_settings, save_config
-from society.logs import get_logger
-from society.recover import new_generation, replay_history, resume_point
-from society.settings import Settings
-from society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
-from society.trim import Trimmer, trim_enabled
-from warehouse import QueryError, Result
-from warehouse.sink_http import query_http
+from molt_society.agents.clock import Clock
+from molt_society.agents.feed_cache import FeedCache
+from molt_society.runtime.broker import partition_count
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.control import from_us
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.fork import copy_history, fork_point, fork_settings, save_config
+from molt_society.society.recover import new_generation, replay_history, resume_point
+from molt_society.society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
+from molt_society.society.trim import Trimmer, trim_enabled
+from molt_society.warehouse import QueryError, Result
+from molt_society.warehouse.sink_http import query_http
 
 log = get_logger(__name__)
 

@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from society.broker import (
+from molt_society.runtime.broker import (
     LocalBroker,
     broker_silence,
     child_preexec,
@@ -46,9 +46,9 @@ from society.broker import (
     pid_alive,
     process_start_time,
 )
-from society.logs import get_logger
-from society.model_server import LocalModelServer
-from society.settings import Settings
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.society.model_server import LocalModelServer
 
 log = get_logger(__name__)
 
@@ -241,7 +241,7 @@ class LocalStack:
         processes run at nice +10, so that they do not preempt its compute threads (BENCHMARKS.md).
 
         Call it from the main thread: the children are tied to the thread that forks them
-        (``society.broker.child_preexec``)."""
+        (``runtime.broker.child_preexec``)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if agents and self.settings.llm_agents and not self.settings.llm_base_url:
             log_file = self.run_dir / "model-server.log"
@@ -273,7 +273,15 @@ class LocalStack:
         self.write_state()
 
     def _popen(self, role: str, index: int, log_path: Path) -> Child:
-        argv = [sys.executable, "-m", role, "--society", self.society, "--bootstrap", self.bootstrap]
+        argv = [
+            sys.executable,
+            "-m",
+            f"molt_society.{role}",
+            "--society",
+            self.society,
+            "--bootstrap",
+            self.bootstrap,
+        ]
         extra: dict[str, Any] = {}
         if self.model_server is not None:
             extra["llm_base_url"] = self.model_server.base_url
@@ -493,7 +501,7 @@ class Supervisor:
     ``run`` returns only by raising ``StackFailed`` (``BrokerLost`` for a lost local broker); cancel it to
     stop supervising, before ``LocalStack.stop``. ``conditions`` holds what is wrong right now (for the
     live display); ``say(level, message)`` is told every event once. Spawns happen on the event loop's
-    thread, which must be the main thread (see ``society.broker.child_preexec``)."""
+    thread, which must be the main thread (see ``runtime.broker.child_preexec``)."""
 
     POLL_S = 0.5
     PROBE_S = 1.0

@@ -17,10 +17,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from schemas.topics import Role, topic_name
-from society.broker import pid_alive
-from society.settings import Settings
-from society.stack import clear_stale_stack, driver_of, read_state
+from molt_society.runtime.broker import pid_alive
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.stack import clear_stale_stack, driver_of, read_state
 
 GROUPS = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
 

@@ -45,11 +45,11 @@ from aiokafka.errors import (
     UnsupportedVersionError,
 )
 
-from schemas.topics import Role, topic_name
-from society.broker import broker_silence
-from society.logs import get_logger
-from society.settings import Settings
-from streams.feed_updates import FULL_EVERY
+from molt_society.runtime.broker import broker_silence
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.streams.feed_updates import FULL_EVERY
 
 log = get_logger(__name__)
 
@@ -168,7 +168,7 @@ def trim_enabled(settings: Settings) -> bool:
 def load_needed_offsets() -> NeededOffsets | None:
     """``streams.snapshots.needed_offsets`` when it exists (None: events, marks and snapshots stay whole)."""
     try:
-        from streams import snapshots  # optional: another part of the pipeline
+        from molt_society.streams import snapshots  # optional: another part of the pipeline
     except ImportError:
         return None
     fn = getattr(snapshots, "needed_offsets", None)

@@ -1,4 +1,5 @@
-"""``python -m streams --society NAME --bootstrap HOST:PORT``: run one stream worker until stopped.
+"""``python -m molt_society.streams --society NAME --bootstrap HOST:PORT``: run one stream worker until
+stopped.
 
 Exits 0 after SIGTERM/SIGINT (Faust's worker handles them; the kernel sends SIGTERM when the driver dies);
 a crash of the worker is logged as ``streams.failed`` with the error (the supervisor shows that line) and
@@ -14,13 +15,13 @@ import tempfile
 
 import faust
 
-from society.logs import configure_logging, get_logger, tune_gc
-from society.settings import get_settings
-from streams.app import ProcessorService, create_app
+from molt_society.runtime.logs import configure_logging, get_logger, tune_gc
+from molt_society.runtime.settings import get_settings
+from molt_society.streams.app import ProcessorService, create_app
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streams", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m molt_society.streams", description=__doc__)
     parser.add_argument("--society", required=True)
     parser.add_argument("--bootstrap", required=True)
     args = parser.parse_args(argv)

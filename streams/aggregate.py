@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from schemas.control import MetricEvent, WindowPartial, metric_id
-from streams.thread_stats import mean_depth, share_zero
+from molt_society.schemas.control import MetricEvent, WindowPartial, metric_id
+from molt_society.streams.thread_stats import mean_depth, share_zero
 
 LEADERS = 10
 
@@ -49,8 +49,8 @@ def window_metrics(
     """All metric events of one window; ``memory`` is read and updated for the next window."""
     # Imported here, not at the top: scipy (sparse, special) took 0.2 s of the stream worker's start,
     # before its action processor could join its group; the first window closes much later.
-    from streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
-    from streams.powerlaw_fit import fit_discrete_power_law
+    from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+    from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 
     partials = sorted(partials, key=lambda p: p["partition"])
     start, end = partials[0]["window_start_us"], partials[0]["window_end_us"]

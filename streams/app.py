@@ -23,12 +23,12 @@ from typing import Any
 import faust
 import mode
 
-from schemas import control
-from schemas.topics import Role, topic_name
-from society.logs import get_logger
-from society.settings import Settings
-from streams.aggregate import InfluenceMemory, window_metrics
-from streams.processor import ActionProcessor
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.streams.aggregate import InfluenceMemory, window_metrics
+from molt_society.streams.processor import ActionProcessor
 
 log = get_logger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from schemas.control import FeedItem
+from molt_society.schemas.control import FeedItem
 
 FULL_EVERY = 64
 """Ticks between two full updates of a partition (a reader starting mid-log waits at most this long)."""

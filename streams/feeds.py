@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from schemas.control import FeedItem
+from molt_society.schemas.control import FeedItem
 
 HOT_WINDOW = 500
 _HOT_EPOCH_S = 1_134_028_003  # Reddit's epoch offset; only shifts every score by a constant.

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 import orjson
 from aiokafka.partitioner import murmur2
 
-from schemas.control import (
+from molt_society.schemas.control import (
     FeedItem,
     FeedSnapshot,
     InvalidControl,
@@ -52,7 +52,7 @@ from schemas.control import (
     parse_watermark,
     to_us,
 )
-from schemas.events import (
+from molt_society.schemas.events import (
     AgentsJoinedBody,
     CommentCreatedBody,
     Event,
@@ -62,9 +62,9 @@ from schemas.events import (
     VoteTalliedBody,
     partition_key,
 )
-from schemas.wire import InvalidEvent, decode_event, quote
-from streams.feed_updates import FeedPublisher, FeedUpdate
-from streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
+from molt_society.schemas.wire import InvalidEvent, decode_event, quote
+from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
+from molt_society.streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)

@@ -47,8 +47,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from schemas import control
-from schemas.topics import (
+from molt_society.runtime.broker import partition_count
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.topics import (
     DLQ_CODE,
     DLQ_KEY,
     DLQ_OFFSET,
@@ -63,13 +66,17 @@ from schemas.topics import (
     Role,
     topic_name,
 )
-from schemas.wire import MAX_REASON_CHARS
-from society.broker import partition_count
-from society.logs import get_logger
-from society.settings import Settings
-from streams import snapshots
-from streams.batch_out import BatchOut
-from streams.partition_state import Accepted, EventIds, MarkApplied, Outcome, PartitionState, Rejected
+from molt_society.schemas.wire import MAX_REASON_CHARS
+from molt_society.streams import snapshots
+from molt_society.streams.batch_out import BatchOut
+from molt_society.streams.partition_state import (
+    Accepted,
+    EventIds,
+    MarkApplied,
+    Outcome,
+    PartitionState,
+    Rejected,
+)
 
 log = get_logger(__name__)
 

@@ -31,7 +31,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from schemas.topics import (
+from molt_society.runtime.broker import partition_count
+from molt_society.runtime.logs import get_logger
+from molt_society.schemas.topics import (
     SNAPSHOT_CHUNK,
     SNAPSHOT_CHUNKS,
     SNAPSHOT_EVENTS_OFFSET,
@@ -40,8 +42,6 @@ from schemas.topics import (
     Role,
     topic_name,
 )
-from society.broker import partition_count
-from society.logs import get_logger
 
 log = get_logger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from society.broker import LocalBroker
+from molt_society.runtime.broker import LocalBroker
 
 
 @pytest.fixture(scope="session")

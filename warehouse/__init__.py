@@ -8,9 +8,9 @@
   the report's embeddings).
 """
 
-from warehouse.guard import ReadLimits, ReadOnlySession
-from warehouse.reader import Reader, SessionReader, SinkReader, open_reader, run_query
-from warehouse.result import QueryError, Refused, Result
+from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
+from molt_society.warehouse.reader import Reader, SessionReader, SinkReader, open_reader, run_query
+from molt_society.warehouse.result import QueryError, Refused, Result
 
 __all__ = [
     "QueryError",

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from warehouse.result import QueryError, Refused, Result
+from molt_society.warehouse.result import QueryError, Refused, Result
 
 READ_ROOTS = {
     "SelectWithUnionQuery": "SELECT",

@@ -12,7 +12,7 @@ Every path refuses what is not a read with ``Refused``, whose message names what
 
 In a notebook::
 
-    from warehouse import open_reader
+    from molt_society.warehouse import open_reader
     reader = open_reader()                       # settings from the environment
     df = reader.df("SELECT type, count() FROM events WHERE society = 'demo' GROUP BY type")
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from warehouse.guard import ReadLimits, ReadOnlySession
-from warehouse.result import Result
-from warehouse.sink_http import query_http, running_sink_url
+from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
+from molt_society.warehouse.result import Result
+from molt_society.warehouse.sink_http import query_http, running_sink_url
 
 
 class Reader(Protocol):
@@ -40,7 +40,7 @@ def open_session(
 ) -> ReadOnlySession:
     """A read-only session on a client of its own: of ``reader_url`` (a read-only account) if given, else of
     ``url`` (``chdb:///dir`` or a server)."""
-    from sinks.clickhouse import connect
+    from molt_society.sinks.clickhouse import connect
 
     target = reader_url or url
     return ReadOnlySession(connect(target), embedded=target.startswith("chdb:"), limits=limits)
@@ -50,7 +50,7 @@ class SessionReader:
     """A read-only session of this process (a server, or chDB that no other process holds)."""
 
     def __init__(self, url: str, reader_url: str | None = None, limits: ReadLimits | None = None) -> None:
-        from sinks.clickhouse import connect, ensure_schema
+        from molt_society.sinks.clickhouse import connect, ensure_schema
 
         embedded = url.startswith("chdb:")
         if embedded:
@@ -95,9 +95,9 @@ class SinkReader:
 
 def open_reader(settings: Any = None, society: str | None = None) -> Reader:
     """The reader of the society's ClickHouse (see module docstring); ``settings`` default to the
-    environment's (``society.settings.get_settings``)."""
+    environment's (``runtime.settings.get_settings``)."""
     if settings is None:
-        from society.settings import get_settings
+        from molt_society.runtime.settings import get_settings
 
         settings = get_settings()
     limits = ReadLimits(max_execution_time=settings.query_timeout_seconds)

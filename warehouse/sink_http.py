@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from warehouse.result import QueryError, Refused, Result
+from molt_society.warehouse.result import QueryError, Refused, Result
 
 TOKEN_FILE = "sink.token"  # noqa: S105 (the name of the file that holds the secret)
 STATE_FILE = "sink.json"

@@ -9,7 +9,7 @@ benchmark passes its environment to the stream worker, the sink and the producer
   ``GCPROBE_MODE=freeze`` calls ``gc.freeze()`` every 5 s.
 
     PYTHONPATH=$PWD/bench/gcprobe GCPROBE_MODE=threshold \\
-        .venv/bin/python -m bench.pipeline --skip ceiling sink latency --keep
+        .venv/bin/python -m molt_society.bench.pipeline --skip ceiling sink latency --keep
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from schemas.topics import Role, topic_name
-from society.fork import save_config
-from society.run import drive_clock, last_window_start, wait_drained
-from society.settings import Settings
-from society.stack import LocalStack
-from streams.processor import is_watermark
-from warehouse.sink_http import query_http
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.fork import save_config
+from molt_society.society.run import drive_clock, last_window_start, wait_drained
+from molt_society.society.stack import LocalStack
+from molt_society.streams.processor import is_watermark
+from molt_society.warehouse.sink_http import query_http
 
 
 def make_settings(broker: str, tmp: Path, **over: Any) -> Settings:
@@ -102,8 +102,8 @@ async def read_topic(bootstrap: str, topic: str) -> list[Any]:
 
 def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
     """Event ids of the same society run in one process without Kafka (``agents.offline``)."""
-    from agents.behaviour import load_behaviour
-    from agents.offline import simulate
+    from molt_society.agents.behaviour import load_behaviour
+    from molt_society.agents.offline import simulate
 
     offline = simulate(
         seed=settings.seed,

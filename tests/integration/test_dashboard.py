@@ -19,12 +19,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from stack_helpers import ARTIFACTS, browser_page, make_settings, run_ticks, running_stack, sql
 
-from schemas import events as E
-from schemas.ids import uuid7
-from schemas.topics import Role, topic_name
-from schemas.wire import encode_event
-from society.broker import LocalBroker
-from streams.feeds import hot_score
+from molt_society.runtime.broker import LocalBroker
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.feeds import hot_score
 
 pytestmark = pytest.mark.integration
 
@@ -329,14 +329,17 @@ def test_a_standalone_dashboard_gives_chdb_to_a_sink_started_later(
     switches to reading through it."""
     import urllib.request
 
-    from society.stack import settings_env
+    from molt_society.society.stack import settings_env
 
     s = society_name
     settings = make_settings(broker, tmp_path, dashboard_port=0, dashboard_refresh_seconds=0.5)
     env = settings_env(settings, state_dir=settings.state_dir.resolve(), log_json=True)
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115
     dash = subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "--society", s], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "molt_society.dashboard", "--society", s],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         state = settings.state_dir / s / "dashboard.json"

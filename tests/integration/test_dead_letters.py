@@ -12,10 +12,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from stack_helpers import make_settings, running_stack, sql
 
-from schemas import events as E
-from schemas.ids import uuid7
-from schemas.topics import Role, topic_name
-from schemas.wire import encode_event
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.schemas.wire import encode_event
 
 pytestmark = pytest.mark.integration
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
-from society.broker import pid_alive
-from society.settings import Settings
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.offline import simulate
+from molt_society.runtime.broker import pid_alive
+from molt_society.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,16 @@ def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str)
         SOCIETY_DASHBOARD_PORT="0",
     )
     env.update({f"SOCIETY_{k.upper()}": v for k, v in settings.items()})
-    argv = [sys.executable, "-m", "society.cli", "run", "--society", society, "--agents", str(AGENTS)]
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--society",
+        society,
+        "--agents",
+        str(AGENTS),
+    ]
     argv += ["--ticks", str(ticks), "--seed", str(SEED), *extra]
     with open(tmp / "run.out", "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp)
@@ -311,7 +320,7 @@ def test_sigkill_of_society_run_leaves_no_orphan_and_status_reports_the_dead_dri
     print(f"\nSIGKILL of society run: every process it started gone after {time.time() - kill_ts:.1f} s")
     assert (run.state_dir / "stack.json").exists()
     status = subprocess.run(
-        [sys.executable, "-m", "society.cli", "status"],
+        [sys.executable, "-m", "molt_society.society.cli", "status"],
         env=run.env,
         cwd=tmp_path,
         capture_output=True,
@@ -325,7 +334,7 @@ def test_sigkill_of_society_run_leaves_no_orphan_and_status_reports_the_dead_dri
     assert "still ran" not in said
     assert not (run.state_dir / "stack.json").exists()
     again = subprocess.run(
-        [sys.executable, "-m", "society.cli", "status"],
+        [sys.executable, "-m", "molt_society.society.cli", "status"],
         env=run.env,
         cwd=tmp_path,
         capture_output=True,
@@ -408,7 +417,15 @@ def test_a_killed_driver_is_resumed_from_clickhouse_and_the_society_finishes_who
     os.kill(run.proc.pid, signal.SIGKILL)
     run.proc.wait()
     assert gone_within(pids, GONE_BOUND_S) == []
-    argv = [sys.executable, "-m", "society.cli", "run", "--resume", society_name, "--no-dashboard"]
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--resume",
+        society_name,
+        "--no-dashboard",
+    ]
     with open(tmp_path / "resume.out", "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=run.env, cwd=tmp_path)
     resumed = Run(tmp_path, society_name, proc, run.env)
@@ -496,7 +513,17 @@ def test_society_stop_stops_a_running_society_cleanly(tmp_path: Path, society_na
     run.wait_tick(KILL_AT)
     pids = run.all_pids()
     busy = subprocess.run(
-        [sys.executable, "-m", "society.cli", "run", "--society", "other", "--ticks", "5", "--no-dashboard"],
+        [
+            sys.executable,
+            "-m",
+            "molt_society.society.cli",
+            "run",
+            "--society",
+            "other",
+            "--ticks",
+            "5",
+            "--no-dashboard",
+        ],
         env=run.env,
         cwd=tmp_path,
         capture_output=True,
@@ -506,7 +533,7 @@ def test_society_stop_stops_a_running_society_cleanly(tmp_path: Path, society_na
     assert busy.returncode == 1
     assert f"society {society_name} already runs here" in " ".join(busy.stderr.split())
     stop = subprocess.run(
-        [sys.executable, "-m", "society.cli", "stop"],
+        [sys.executable, "-m", "molt_society.society.cli", "stop"],
         env=run.env,
         cwd=tmp_path,
         capture_output=True,

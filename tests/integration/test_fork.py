@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from society.fork import run_fork
+from molt_society.society.fork import run_fork
 
 pytestmark = pytest.mark.integration
 

@@ -35,12 +35,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from stack_helpers import make_settings, running_stack, sql
 
-from schemas import control
-from schemas import events as E
-from schemas.ids import uuid7
-from schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
-from schemas.wire import encode_event
-from society.stack import LocalStack
+from molt_society.schemas import control
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.wire import encode_event
+from molt_society.society.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from importers import ImportResult, import_path
-from schemas import events as E
+from molt_society.importers import ImportResult, import_path
+from molt_society.schemas import events as E
 
 DATA = Path(
     os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"

@@ -24,13 +24,13 @@ import pytest
 from llm_stub import ChatStub, Stats
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from agents.behaviour import load_behaviour
-from agents.brain import FeedView, TickContext
-from agents.llm_brain import LLMBrain, open_llm_brain
-from agents.roster import build_roster
-from schemas.control import FeedItem
-from schemas.events import Event, ModelCalled
-from society.settings import Settings
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
+from molt_society.agents.roster import build_roster
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import Event, ModelCalled
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

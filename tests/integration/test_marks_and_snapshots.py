@@ -23,10 +23,10 @@ import pytest
 from stack_helpers import make_settings, read_topic, run_ticks, running_stack, sql
 from test_faults import offline_ids, start_run, stored_id_counts
 
-from schemas.topics import HEADER_KIND, SNAPSHOT_CHUNK, Role, topic_name
-from schemas.wire import decode_event
-from streams.processor import mark_events_offset
-from streams.snapshots import needed_offsets
+from molt_society.schemas.topics import HEADER_KIND, SNAPSHOT_CHUNK, Role, topic_name
+from molt_society.schemas.wire import decode_event
+from molt_society.streams.processor import mark_events_offset
+from molt_society.streams.snapshots import needed_offsets
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from schemas.topics import HEADER_KIND, Role, topic_name
+from molt_society.schemas.topics import HEADER_KIND, Role, topic_name
 
 pytestmark = pytest.mark.integration
 AGENTS = 300

@@ -144,7 +144,7 @@ def _check_metrics_against_batch(
 
 
 def _fmt(us: int) -> str:
-    from schemas.control import from_us
+    from molt_society.schemas.control import from_us
 
     return from_us(us).strftime("%Y-%m-%d %H:%M:%S.%f")
 

@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_settings, running_stack, sql
 
-from agents.llm_client import ChatClient
-from probes import session, tasks
-from probes.helpfulness import HelpResult, delta_help, parse_models
-from probes.judge import ExactJudge, LLMJudge
-from probes.score import Reply, ThreadVerdict, Verdict
-from report.source import SinkWarehouse
-from society.broker import free_port
-from society.fork import save_config
-from society.model_server import LocalModelServer, default_model_path
-from society.run import drive_clock, last_window_start, wait_drained
-from society.stack import settings_env
+from molt_society.agents.llm_client import ChatClient
+from molt_society.probes import session, tasks
+from molt_society.probes.helpfulness import HelpResult, delta_help, parse_models
+from molt_society.probes.judge import ExactJudge, LLMJudge
+from molt_society.probes.score import Reply, ThreadVerdict, Verdict
+from molt_society.report.source import SinkWarehouse
+from molt_society.runtime.broker import free_port
+from molt_society.society.fork import save_config
+from molt_society.society.model_server import LocalModelServer, default_model_path
+from molt_society.society.run import drive_clock, last_window_start, wait_drained
+from molt_society.society.stack import settings_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -138,7 +138,8 @@ def test_probes_of_every_tier_in_a_live_society(broker: str, tmp_path: Path, soc
     env = settings_env(s)
     env.pop("KAFKA_BOOTSTRAP", None)
     out = subprocess.run(
-        [sys.executable, "-m", "society.cli", "probe", "--society", society_name, "--score", str(run_file)],
+        [sys.executable, "-m", "molt_society.society.cli", "probe", "--society", society_name,
+         "--score", str(run_file)],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from replay.archive import read_archive
-from replay.export import export_society
-from replay.publisher import publish
-from society.run import wait_drained
+from molt_society.replay.archive import read_archive
+from molt_society.replay.export import export_society
+from molt_society.replay.publisher import publish
+from molt_society.society.run import wait_drained
 
 pytestmark = pytest.mark.integration
 
@@ -111,9 +111,9 @@ def test_replaying_the_same_archive_twice_gives_identical_tables(broker: str, tm
     """Determinism of replay itself: two new societies from one archive hold the same rows."""
     from datetime import UTC, datetime, timedelta
 
-    from replay.archive import ArchiveHeader, write_archive
-    from schemas import events as E
-    from schemas.ids import uuid7
+    from molt_society.replay.archive import ArchiveHeader, write_archive
+    from molt_society.schemas import events as E
+    from molt_society.schemas.ids import uuid7
 
     t0 = datetime(2026, 2, 1, tzinfo=UTC)
     evs: list[E.Event] = []

@@ -24,16 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from stored_events import open_chdb, store_events
 from test_importers import DATA, SAMPLES
 
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
-from importers import import_path
-from report.build import SPECS, build_report
-from report.embeddings import Encoder
-from report.model import Report, Scalar
-from report.source import ClientWarehouse, sink_warehouse
-from report.write import report_json, write_report
-from schemas.events import AgentRegistered, CommentCreated, Event, PostCreated
-from schemas.ids import uuid7
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.offline import simulate
+from molt_society.importers import import_path
+from molt_society.report.build import SPECS, build_report
+from molt_society.report.embeddings import Encoder
+from molt_society.report.model import Report, Scalar
+from molt_society.report.source import ClientWarehouse, sink_warehouse
+from molt_society.report.write import report_json, write_report
+from molt_society.schemas.events import AgentRegistered, CommentCreated, Event, PostCreated
+from molt_society.schemas.ids import uuid7
 
 pytestmark = [
     pytest.mark.integration,
@@ -293,7 +293,7 @@ STORE = """
 import sys, orjson
 sys.path.insert(0, {!r})
 from pydantic import TypeAdapter
-from schemas.events import Event
+from molt_society.schemas.events import Event
 from stored_events import open_chdb, store_events
 events = TypeAdapter(list[Event]).validate_python(orjson.loads(sys.stdin.buffer.read()))
 client = open_chdb(sys.argv[1])

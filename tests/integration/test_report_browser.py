@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from stack_helpers import ARTIFACTS, browser_page
 
-from report.model import Cell, Figure, Report, Scalar, Section, Series, Table
-from report.render import render_html
+from molt_society.report.model import Cell, Figure, Report, Scalar, Section, Series, Table
+from molt_society.report.render import render_html
 
 pytestmark = pytest.mark.integration
 

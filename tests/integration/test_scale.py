@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from stack_helpers import emitted_event_ids, make_settings, offline_ids, running_stack, sql
 
-from agents.behaviour import load_behaviour
-from agents.brain import FeedView, TickContext
-from agents.roster import AgentSpec, build_roster
-from agents.stochastic import StochasticBrain
-from agents.worker import AgentWorker
-from schemas.events import Event
-from society.fork import save_config
-from society.run import drive_clock, last_window_start, wait_drained
-from society.stack import LocalStack
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.roster import AgentSpec, build_roster
+from molt_society.agents.stochastic import StochasticBrain
+from molt_society.agents.worker import AgentWorker
+from molt_society.schemas.events import Event
+from molt_society.society.fork import save_config
+from molt_society.society.run import drive_clock, last_window_start, wait_drained
+from molt_society.society.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from society.run import drive_clock
-from society.stack import settings_env
+from molt_society.society.run import drive_clock
+from molt_society.society.stack import settings_env
 
 pytestmark = pytest.mark.integration
 
@@ -192,7 +192,7 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
         env = settings_env(settings)
         for name in ("drop", "set", "file_passwd", "into_outfile", "multi_statement"):
             proc = subprocess.run(
-                [sys.executable, "-m", "society.cli", "sql", ATTACKS[name]],
+                [sys.executable, "-m", "molt_society.society.cli", "sql", ATTACKS[name]],
                 env=env,
                 capture_output=True,
                 text=True,

@@ -1,4 +1,4 @@
-"""The sink end to end: a real broker, the sink as a subprocess (``python -m sinks``), real chDB.
+"""The sink end to end: a real broker, the sink as a subprocess (``python -m molt_society.sinks``), real chDB.
 
 What is checked: every produced event lands exactly once (the set of ids and ``count()`` without FINAL),
 watermarks are not stored, metrics and dead letters land, the ``threads`` view matches the events, the
@@ -30,8 +30,9 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from schemas.control import MetricEvent, metric_id, to_us, watermark
-from schemas.events import (
+from molt_society.runtime.broker import ensure_topics
+from molt_society.schemas.control import MetricEvent, metric_id, to_us, watermark
+from molt_society.schemas.events import (
     CommentCreated,
     CommentCreatedBody,
     Event,
@@ -43,8 +44,8 @@ from schemas.events import (
     VoteCastBody,
     partition_key,
 )
-from schemas.ids import uuid7
-from schemas.topics import (
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import (
     DLQ_CODE,
     DLQ_OFFSET,
     DLQ_PARTITION,
@@ -55,9 +56,8 @@ from schemas.topics import (
     Role,
     topic_name,
 )
-from schemas.wire import encode_event
-from sinks.clickhouse import EVENT_COLUMNS, connect, ensure_schema, rows_for_events
-from society.broker import ensure_topics
+from molt_society.schemas.wire import encode_event
+from molt_society.sinks.clickhouse import EVENT_COLUMNS, connect, ensure_schema, rows_for_events
 
 pytestmark = pytest.mark.integration
 
@@ -293,7 +293,15 @@ def start_sink(
         log_file = tmp_path / f"sink-{len(started)}.log"
         with open(log_file, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "sinks", "--society", society_name, "--bootstrap", broker],
+                [
+                    sys.executable,
+                    "-m",
+                    "molt_society.sinks",
+                    "--society",
+                    society_name,
+                    "--bootstrap",
+                    broker,
+                ],
                 env=env,
                 cwd=REPO,
                 stdout=out,

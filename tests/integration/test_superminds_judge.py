@@ -13,14 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from stored_events import open_chdb, store_events
 
-from report import superminds
-from report import superminds_judge as sj
-from report.model import Scalar
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated
-from schemas.ids import uuid7
-from society.model_server import LocalModelServer
-from society.settings import Settings
+from molt_society.report import superminds
+from molt_society.report import superminds_judge as sj
+from molt_society.report.model import Scalar
+from molt_society.report.source import ClientWarehouse
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.events import CommentCreated, Event, PostCreated
+from molt_society.schemas.ids import uuid7
+from molt_society.society.model_server import LocalModelServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 SOC = "judged"

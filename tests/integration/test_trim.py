@@ -21,12 +21,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from stack_helpers import make_settings, offline_ids, running_stack, sql
 
-from schemas.topics import Role, topic_name
-from society.broker import broker_silence
-from society.fork import save_config
-from society.run import drive_clock, last_window_start, wait_drained
-from society.settings import Settings
-from society.trim import FEED_KEEP_RECORDS, Trimmer, load_needed_offsets, plan
+from molt_society.runtime.broker import broker_silence
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.fork import save_config
+from molt_society.society.run import drive_clock, last_window_start, wait_drained
+from molt_society.society.trim import FEED_KEEP_RECORDS, Trimmer, load_needed_offsets, plan
 
 pytestmark = pytest.mark.integration
 TICKS = 30
@@ -150,7 +150,16 @@ def test_society_run_starts_the_trimmer_with_its_local_broker(tmp_path: Path, so
         SOCIETY_TRIM="true",
         SOCIETY_TRIM_INTERVAL_SECONDS="0.3",
     )
-    argv = [sys.executable, "-m", "society.cli", "run", "--society", society_name, "--agents", "300"]
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--society",
+        society_name,
+        "--agents",
+        "300",
+    ]
     argv += ["--ticks", str(TICKS), "--seed", "7", "--tick-seconds", "60", "--no-dashboard"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     out = done.stdout + done.stderr

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from schemas.events import Event
-from schemas.wire import encode_event
-from sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, connect, ensure_schema, rows_for_events
+from molt_society.schemas.events import Event
+from molt_society.schemas.wire import encode_event
+from molt_society.sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, connect, ensure_schema, rows_for_events
 
 
 class Rec(NamedTuple):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from stored_events import open_chdb
 
-from report.published import PUBLISHED
-from schemas.control import WindowPartial
-from sinks.clickhouse import ensure_schema
-from streams.aggregate import InfluenceMemory, window_metrics
+from molt_society.report.published import PUBLISHED
+from molt_society.schemas.control import WindowPartial
+from molt_society.sinks.clickhouse import ensure_schema
+from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 
 OLD = ("cascade_size_powerlaw", "cascade_participants_powerlaw")
 NEW = ("thread_comments_powerlaw", "thread_participants_powerlaw")

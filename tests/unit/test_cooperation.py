@@ -16,12 +16,12 @@ import pytest
 from scipy import stats
 from stored_events import open_chdb, store_events
 
-from report import cooperation
-from report.model import Scalar, Table
-from report.published import PUBLISHED, annotate
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated
-from schemas.ids import uuid7
+from molt_society.report import cooperation
+from molt_society.report.model import Scalar, Table
+from molt_society.report.published import PUBLISHED, annotate
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import CommentCreated, Event, PostCreated
+from molt_society.schemas.ids import uuid7
 
 SOC = "coop"
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from dashboard import grafana
-from dashboard.panels import PANELS, BadSocietyName, check_society_name
-from dashboard.server import CSP, STATIC, make_app
-from dashboard.snapshot import Snapshotter, collect_panels, power_law_line
-from dashboard.sources import ClickHouseSource
-from society.settings import Settings
+from molt_society.dashboard import grafana
+from molt_society.dashboard.panels import PANELS, BadSocietyName, check_society_name
+from molt_society.dashboard.server import CSP, STATIC, make_app
+from molt_society.dashboard.snapshot import Snapshotter, collect_panels, power_law_line
+from molt_society.dashboard.sources import ClickHouseSource
+from molt_society.runtime.settings import Settings
 
 
 @pytest.mark.parametrize("name", ["demo", "t1a2b3", "replay_20260101_120000", "a.b-c"])

@@ -17,10 +17,10 @@ import pytest
 from stored_events import open_chdb, store_events
 from test_importers import DATA, DETAIL, KELKALOT
 
-from importers import import_path
-from schemas.events import AgentRegistered, CommentCreated, Event, PostCreated, VoteCast
-from schemas.ids import uuid7
-from sinks.clickhouse import ensure_schema
+from molt_society.importers import import_path
+from molt_society.schemas.events import AgentRegistered, CommentCreated, Event, PostCreated, VoteCast
+from molt_society.schemas.ids import uuid7
+from molt_society.sinks.clickhouse import ensure_schema
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"MoltBook samples not found at {DATA}")
 SOC = "diag"

@@ -9,16 +9,16 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import orjson
 
-from agents.behaviour import load_behaviour
-from agents.brain import FeedView, TickContext
-from agents.roster import build_roster
-from agents.stochastic import StochasticBrain
-from schemas.control import FeedItem
-from schemas.events import partition_key
-from schemas.wire import encode_event
-from streams.feed_updates import FULL_EVERY, FeedState, FeedUpdate
-from streams.feeds import merge_feeds
-from streams.partition_state import PartitionState
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.roster import build_roster
+from molt_society.agents.stochastic import StochasticBrain
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import partition_key
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.feed_updates import FULL_EVERY, FeedState, FeedUpdate
+from molt_society.streams.feeds import merge_feeds
+from molt_society.streams.partition_state import PartitionState
 
 START = datetime(2026, 1, 28, tzinfo=UTC)
 P = 2

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from test_importers import DAILY, DATA, DETAIL, POSTS_RAW, VIYERCAL
 
-import importers.jsonstream as jsonstream
-from importers import import_path
-from schemas import events as E
+import molt_society.importers.jsonstream as jsonstream
+from molt_society.importers import import_path
+from molt_society.schemas import events as E
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"MoltBook samples not found at {DATA}")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from schemas import events as E
-from schemas.ids import uuid7
-from schemas.wire import encode_event
-from streams.partition_state import Accepted, Duplicate, PartitionState, Rejected
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.partition_state import Accepted, Duplicate, PartitionState, Rejected
 
 T0 = datetime(2026, 1, 28, tzinfo=UTC)
 

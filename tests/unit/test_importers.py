@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from importers import ImportResult, import_path
-from schemas import events as E
-from schemas.wire import decode_event, encode_event
-from streams.partition_state import Accepted, PartitionState
+from molt_society.importers import ImportResult, import_path
+from molt_society.schemas import events as E
+from molt_society.schemas.wire import decode_event, encode_event
+from molt_society.streams.partition_state import Accepted, PartitionState
 
 DATA = Path(
     os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"

@@ -20,12 +20,13 @@ import networkx as nx
 import pytest
 from stored_events import open_chdb, store_events
 
-from probes import session
-from probes.shared_memory import probes
-from report import collective
-from report.model import Scalar, Table
-from report.source import ClientWarehouse
-from schemas.events import (
+from molt_society.probes import session
+from molt_society.probes.shared_memory import probes
+from molt_society.report import collective
+from molt_society.report.model import Scalar, Table
+from molt_society.report.source import ClientWarehouse
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.events import (
     AgentRegistered,
     AgentRegisteredBody,
     CommentCreated,
@@ -36,8 +37,7 @@ from schemas.events import (
     VoteCast,
     VoteCastBody,
 )
-from schemas.ids import uuid7
-from society.settings import Settings
+from molt_society.schemas.ids import uuid7
 
 SOC = "lead"
 D1 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from stored_events import open_chdb, store_events
 
-from report import social
-from report.model import Scalar
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, CommentCreatedBody, Event
-from schemas.ids import uuid7
+from molt_society.report import social
+from molt_society.report.model import Scalar
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import CommentCreated, CommentCreatedBody, Event
+from molt_society.schemas.ids import uuid7
 
 D0 = date(2026, 3, 1)
 # day offset -> texts. Unigram occurrences: alpha 3 (days 0, 2), beta 2 (0, 1), gamma 1 (never counted),

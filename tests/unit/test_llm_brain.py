@@ -19,13 +19,13 @@ import pytest
 from aiohttp import web
 from loopback_chat import serve_chat
 
-from agents.brain import FeedView, TickContext
-from agents.llm_brain import LLMBrain
-from agents.llm_client import ChatClient
-from agents.roster import AgentSpec
-from schemas.control import FeedItem
-from schemas.events import CommentCreated, Event, ModelCalled, PostCreated, VoteCast
-from schemas.wire import decode_event, encode_event
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.llm_brain import LLMBrain
+from molt_society.agents.llm_client import ChatClient
+from molt_society.agents.roster import AgentSpec
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import CommentCreated, Event, ModelCalled, PostCreated, VoteCast
+from molt_society.schemas.wire import decode_event, encode_event
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from loopback_chat import serve_chat
 
-from agents.llm_client import ChatClient
+from molt_society.agents.llm_client import ChatClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,10 +11,18 @@ from typing import Any
 
 import pytest
 
-from agents.llm_decision import Decision, Failed, parse, prompt, reply_schema, show_feed, to_event
-from schemas.control import FeedItem
-from schemas.events import CommentCreated, PostCreated, VoteCast
-from schemas.wire import decode_event, encode_event
+from molt_society.agents.llm_decision import (
+    Decision,
+    Failed,
+    parse,
+    prompt,
+    reply_schema,
+    show_feed,
+    to_event,
+)
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import CommentCreated, PostCreated, VoteCast
+from molt_society.schemas.wire import decode_event, encode_event
 
 AT = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 ME = "agent-me"

@@ -19,8 +19,9 @@ from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from structlog.testing import capture_logs
 
-from schemas import control
-from schemas.events import (
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.events import (
     AgentRegistered,
     AgentRegisteredBody,
     CommentCreated,
@@ -34,10 +35,9 @@ from schemas.events import (
     VoteTalliedBody,
     partition_key,
 )
-from schemas.wire import encode_event
-from society.settings import Settings
-from streams import processor
-from streams.partition_state import (
+from molt_society.schemas.wire import encode_event
+from molt_society.streams import processor
+from molt_society.streams.partition_state import (
     RECENT_COMMENTS,
     Accepted,
     Duplicate,

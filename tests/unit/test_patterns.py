@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 from stored_events import open_chdb, store_events
 
-from report import clones, platform_patterns, reference_stats, rhythm
-from report.model import Item, Scalar, Table
-from report.published import annotate
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
-from schemas.ids import uuid7
-from warehouse import Result
+from molt_society.report import clones, platform_patterns, reference_stats, rhythm
+from molt_society.report.model import Item, Scalar, Table
+from molt_society.report.published import annotate
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
+from molt_society.schemas.ids import uuid7
+from molt_society.warehouse import Result
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 HOUR = 3600.0

@@ -15,7 +15,12 @@ import powerlaw
 import pytest
 from scipy.special import zeta
 
-from streams.powerlaw_fit import ALPHA_MAX, PACKAGE_ALPHA_RANGE, PowerLawFit, fit_discrete_power_law
+from molt_society.streams.powerlaw_fit import (
+    ALPHA_MAX,
+    PACKAGE_ALPHA_RANGE,
+    PowerLawFit,
+    fit_discrete_power_law,
+)
 
 IntData = npt.NDArray[np.int64]
 

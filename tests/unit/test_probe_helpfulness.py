@@ -10,10 +10,17 @@ import pytest
 from aiohttp import web
 from loopback_chat import serve_chat
 
-from probes.helpfulness import SYSTEM, ModelSpec, ModelSpecError, context_prompt, delta_help, parse_models
-from probes.judge import ExactJudge
-from probes.score import Reply
-from probes.tasks import Question, tier1
+from molt_society.probes.helpfulness import (
+    SYSTEM,
+    ModelSpec,
+    ModelSpecError,
+    context_prompt,
+    delta_help,
+    parse_models,
+)
+from molt_society.probes.judge import ExactJudge
+from molt_society.probes.score import Reply
+from molt_society.probes.tasks import Question, tier1
 
 Q1, Q2, Q3 = (
     tier1([Question("How many legs has a spider? Answer with a number.", "8")])[0],

@@ -12,10 +12,16 @@ import pytest
 from aiohttp import web
 from loopback_chat import serve_chat
 
-from agents.llm_client import ChatClient
-from probes.judge import COLLECTIVE_SYSTEM, INDIVIDUAL_SYSTEM, RESPONSE_SYSTEM, ExactJudge, LLMJudge
-from probes.score import Reply, ThreadVerdict, Verdict, score_judged, summarise
-from probes.tasks import Probe, Question, tier1
+from molt_society.agents.llm_client import ChatClient
+from molt_society.probes.judge import (
+    COLLECTIVE_SYSTEM,
+    INDIVIDUAL_SYSTEM,
+    RESPONSE_SYSTEM,
+    ExactJudge,
+    LLMJudge,
+)
+from molt_society.probes.score import Reply, ThreadVerdict, Verdict, score_judged, summarise
+from molt_society.probes.tasks import Probe, Question, tier1
 
 # the paper's appendix 6.1 example (exactMatch, answer 6)
 HUMMINGBIRD = (

@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from probes.judge import ExactJudge
-from probes.score import Reply, Verdict, comparators, last_number, score_judged, score_tier2, summarise
-from probes.shared_memory import score_memory
-from probes.tasks import ProbeFileError, Question, load_questions, tier1, tier2
+from molt_society.probes.judge import ExactJudge
+from molt_society.probes.score import (
+    Reply,
+    Verdict,
+    comparators,
+    last_number,
+    score_judged,
+    score_tier2,
+    summarise,
+)
+from molt_society.probes.shared_memory import score_memory
+from molt_society.probes.tasks import ProbeFileError, Question, load_questions, tier1, tier2
 
 
 def R(cid: str, parent: str | None, text: str, depth: int = 1, actor: str = "a") -> Reply:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import orjson
 
-from probes.session import probe_events
-from probes.tasks import TITLE_MAX, Question, load_questions, tier1
-from schemas.events import PostCreated
+from molt_society.probes.session import probe_events
+from molt_society.probes.tasks import TITLE_MAX, Question, load_questions, tier1
+from molt_society.schemas.events import PostCreated
 
 LONG = (
     "Consider a closed, orientable surface S of genus g embedded in R^3, together with a smooth tangent "
@@ -56,7 +56,7 @@ def test_short_and_multiline_questions() -> None:
 def test_answer_type_is_checked(tmp_path: Path) -> None:
     import pytest
 
-    from probes.tasks import ProbeFileError
+    from molt_society.probes.tasks import ProbeFileError
 
     f = tmp_path / "q.json"
     f.write_text('[{"question": "Q?", "answer": "A", "answer_type": "essay"}]')

@@ -4,8 +4,8 @@ by ones, twos or threes. Expected counts are worked out by hand in the comments.
 
 from __future__ import annotations
 
-from probes.score import Reply, score_tier3
-from probes.tasks import STEPS, Probe, counting_post, tier3
+from molt_society.probes.score import Reply, score_tier3
+from molt_society.probes.tasks import STEPS, Probe, counting_post, tier3
 
 
 def chain(start: int, step: int) -> Probe:

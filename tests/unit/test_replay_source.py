@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 import pytest
 
-from replay.archive import ArchiveHeader, read_archive, write_archive
-from replay.runner import load_source
-from schemas import events as E
-from schemas.ids import uuid7
-from society.cli import _parse_speed, _parse_time
+from molt_society.replay.archive import ArchiveHeader, read_archive, write_archive
+from molt_society.replay.runner import load_source
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.society.cli import _parse_speed, _parse_time
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 

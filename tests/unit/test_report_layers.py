@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 from stored_events import open_chdb, store_events
 
-from report import collective, individual, social
-from report.build import build_report
-from report.embeddings import Encoder, ensure_embeddings, missing_count
-from report.model import Scalar
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated, VoteCast
-from schemas.ids import uuid7
+from molt_society.report import collective, individual, social
+from molt_society.report.build import build_report
+from molt_society.report.embeddings import Encoder, ensure_embeddings, missing_count
+from molt_society.report.model import Scalar
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast
+from molt_society.schemas.ids import uuid7
 
 SOC = "layers"
 T0 = datetime(2026, 2, 1, 6, 0, tzinfo=UTC)

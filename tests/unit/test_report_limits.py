@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from report.source import ClientWarehouse, report_limits
-from society.settings import Settings
-from warehouse import Refused
-from warehouse.guard import ReadLimits
+from molt_society.report.source import ClientWarehouse, report_limits
+from molt_society.runtime.settings import Settings
+from molt_society.warehouse import Refused
+from molt_society.warehouse.guard import ReadLimits
 
 
 def test_report_session_gets_the_report_limits(tmp_path: Path) -> None:

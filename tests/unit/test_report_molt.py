@@ -29,12 +29,12 @@ from sklearn.preprocessing import StandardScaler
 from stored_events import open_chdb, store_events
 from test_importers import DATA, DETAIL, KELKALOT
 
-from report import cascades, cooperation, roles, saturation
-from report.model import Figure, Item, Scalar, Table
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated
-from schemas.ids import uuid7
-from streams.powerlaw_fit import ALPHA_MAX
+from molt_society.report import cascades, cooperation, roles, saturation
+from molt_society.report.model import Figure, Item, Scalar, Table
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import CommentCreated, Event, PostCreated
+from molt_society.schemas.ids import uuid7
+from molt_society.streams.powerlaw_fit import ALPHA_MAX
 
 SYN = "molt"
 REAL = "moltreal"
@@ -212,7 +212,7 @@ def stored(
 
 
 def import_path_events(path: Any) -> list[Event]:
-    from importers import import_path
+    from molt_society.importers import import_path
 
     return list(import_path(path, REAL).events)
 

@@ -9,9 +9,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from report.model import Figure, Item, Report, Scalar, Section, Series, Table
-from report.render import render_html
-from report.svg import figure_svg, fmt_number, log_axis, nice_ticks, time_axis
+from molt_society.report.model import Figure, Item, Report, Scalar, Section, Series, Table
+from molt_society.report.render import render_html
+from molt_society.report.svg import figure_svg, fmt_number, log_axis, nice_ticks, time_axis
 
 PAYLOADS = [
     "<script>alert(1)</script>",

@@ -27,12 +27,18 @@ from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 from stored_events import open_chdb, store_events
 
-from report import roles
-from report.model import Figure, Item, Scalar, Table
-from report.published import PUBLISHED, annotate
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, CommentCreatedBody, Event, PostCreated, PostCreatedBody
-from schemas.ids import uuid7
+from molt_society.report import roles
+from molt_society.report.model import Figure, Item, Scalar, Table
+from molt_society.report.published import PUBLISHED, annotate
+from molt_society.report.source import ClientWarehouse
+from molt_society.schemas.events import (
+    CommentCreated,
+    CommentCreatedBody,
+    Event,
+    PostCreated,
+    PostCreatedBody,
+)
+from molt_society.schemas.ids import uuid7
 
 SOC = "rolesyn"
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

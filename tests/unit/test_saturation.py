@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pandas as pd
 import pytest
 
-from report.saturation import (
+from molt_society.report.saturation import (
     CoxResult,
     Diffusion,
     adopter_exposure,
@@ -226,7 +226,7 @@ def test_null_summary_counts_the_lower_tail() -> None:
 
 def test_a_diverging_cox_fit_is_refused_not_overflowed() -> None:
     """A coefficient below the limit whose CI bound is beyond it (exp() overflows) is a diverging fit."""
-    from report import saturation
+    from molt_society.report import saturation
 
     class Fitted:
         summary = pd.DataFrame(

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from schemas import control
-from schemas.events import (
+from molt_society.schemas import control
+from molt_society.schemas.events import (
     EVENT_TYPES,
     MAX_JOINED,
     AgentFollowed,
@@ -42,9 +42,9 @@ from schemas.events import (
     VoteTalliedBody,
     partition_key,
 )
-from schemas.ids import uuid7, uuid7_time_ms
-from schemas.json_schema import event_json_schema
-from schemas.wire import InvalidEvent, decode_event, encode_event
+from molt_society.schemas.ids import uuid7, uuid7_time_ms
+from molt_society.schemas.json_schema import event_json_schema
+from molt_society.schemas.wire import InvalidEvent, decode_event, encode_event
 
 MAX = 65_536
 AT = datetime(2026, 1, 28, 12, 34, 56, 789, tzinfo=UTC)
@@ -885,8 +885,8 @@ def test_registered_producers_are_the_shards_and_the_publisher() -> None:
     assert control.describe_producers(_SHARDS3) == "shard-0 to shard-2 and replay"
     assert control.describe_producers({"shard-4", "replay"}) == "shard-4 and replay"
     # the names the producers really use
-    from agents.worker import shard_producer
-    from replay.publisher import PRODUCER
+    from molt_society.agents.worker import shard_producer
+    from molt_society.replay.publisher import PRODUCER
 
     assert [shard_producer(k) for k in range(3)] == ["shard-0", "shard-1", "shard-2"]
     assert control.REPLAY_PRODUCER == PRODUCER

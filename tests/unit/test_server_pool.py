@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from agents.llm_pool import ServerPool, split_urls
-from society.settings import Settings
+from molt_society.agents.llm_pool import ServerPool, split_urls
+from molt_society.runtime.settings import Settings
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from probes import tasks
-from probes.score import Reply
-from probes.shared_memory import KINDS, Record, probes, references, score_kind
+from molt_society.probes import tasks
+from molt_society.probes.score import Reply
+from molt_society.probes.shared_memory import KINDS, Record, probes, references, score_kind
 
 RECORD = Record(
     agents={"a1": "a1", "molty_1": "a1", "a2": "a2", "molty_2": "a2", "molty_probe": "pr"},

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 
-from schemas.control import MetricEvent, metric_id, to_us
-from schemas.events import (
+from molt_society.schemas.control import MetricEvent, metric_id, to_us
+from molt_society.schemas.events import (
     AgentFollowed,
     AgentFollowedBody,
     AgentRegistered,
@@ -27,8 +27,8 @@ from schemas.events import (
     VoteCast,
     VoteCastBody,
 )
-from schemas.ids import uuid7
-from schemas.topics import (
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.topics import (
     DLQ_CODE,
     DLQ_KEY,
     DLQ_OFFSET,
@@ -38,8 +38,8 @@ from schemas.topics import (
     HEADER_KIND,
     KIND_WATERMARK,
 )
-from schemas.wire import encode_event
-from sinks.clickhouse import (
+from molt_society.schemas.wire import encode_event
+from molt_society.sinks.clickhouse import (
     DEAD_LETTER_COLUMNS,
     EVENT_COLUMNS,
     METRIC_COLUMNS,

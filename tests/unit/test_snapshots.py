@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 import pytest
 
-from agents.behaviour import load_behaviour
-from agents.offline import simulate
-from schemas import control
-from schemas.events import partition_key
-from schemas.wire import encode_event
-from society.settings import Settings
-from streams import snapshots
-from streams.partition_state import (
+from molt_society.agents.behaviour import load_behaviour
+from molt_society.agents.offline import simulate
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.events import partition_key
+from molt_society.schemas.wire import encode_event
+from molt_society.streams import snapshots
+from molt_society.streams.partition_state import (
     Accepted,
     Duplicate,
     EventIds,
@@ -217,7 +217,7 @@ _RESTORE_ELSEWHERE = """
 import sys
 from pathlib import Path
 from tests.unit.test_snapshots import PARTITIONS, config, outcome, Rec
-from streams.partition_state import EventIds, PartitionState
+from molt_society.streams.partition_state import EventIds, PartitionState
 tmp = Path(sys.argv[1])
 ids = EventIds()
 state = PartitionState.from_snapshot((tmp / "snap").read_bytes(), 0, PARTITIONS, **config(ids))

@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from agents.behaviour import Behaviour, load_behaviour
-from agents.brain import FeedView, TickContext
-from agents.genesis import COHORT
-from agents.offline import simulate
-from agents.roster import AgentSpec, build_roster
-from agents.stochastic import StochasticBrain
-from schemas.control import FeedItem
-from schemas.events import (
+from molt_society.agents.behaviour import Behaviour, load_behaviour
+from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.genesis import COHORT
+from molt_society.agents.offline import simulate
+from molt_society.agents.roster import AgentSpec, build_roster
+from molt_society.agents.stochastic import StochasticBrain
+from molt_society.schemas.control import FeedItem
+from molt_society.schemas.events import (
     AgentsJoined,
     CommentCreated,
     Event,
@@ -26,7 +26,7 @@ from schemas.events import (
     SubmoltCreated,
     VoteCast,
 )
-from schemas.wire import encode_event
+from molt_society.schemas.wire import encode_event
 
 START = datetime(2026, 1, 28, tzinfo=UTC)
 TICK_S = 60.0

@@ -13,13 +13,13 @@ import orjson
 import pytest
 from stored_events import open_chdb, store_events
 
-from report import superminds
-from report import superminds_judge as sj
-from report.model import Figure, Scalar, Table
-from report.source import ClientWarehouse
-from schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
-from schemas.ids import uuid7
-from society.settings import Settings
+from molt_society.report import superminds
+from molt_society.report import superminds_judge as sj
+from molt_society.report.model import Figure, Scalar, Table
+from molt_society.report.source import ClientWarehouse
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
+from molt_society.schemas.ids import uuid7
 
 SOC = "minds"
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

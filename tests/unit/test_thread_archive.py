@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from schemas import control
-from schemas import events as E
-from schemas.ids import uuid7
-from schemas.wire import encode_event
-from streams.partition_state import Accepted, PartitionState, Rejected
+from molt_society.schemas import control
+from molt_society.schemas import events as E
+from molt_society.schemas.ids import uuid7
+from molt_society.schemas.wire import encode_event
+from molt_society.streams.partition_state import Accepted, PartitionState, Rejected
 
 T0 = datetime(2026, 1, 28, tzinfo=UTC)
 HOUR = 3_600_000_000

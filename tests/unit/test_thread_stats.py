@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from streams.thread_stats import depth_histogram, mean_depth, merge_histograms, share_zero
+from molt_society.streams.thread_stats import depth_histogram, mean_depth, merge_histograms, share_zero
 
 
 def _depths(seed: int, n: int) -> list[int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 
-from society.settings import Settings
-from society.trim import FEED_KEEP_RECORDS, Readings, plan, trim_enabled, trim_point
+from molt_society.runtime.settings import Settings
+from molt_society.society.trim import FEED_KEEP_RECORDS, Readings, plan, trim_enabled, trim_point
 
 S = "s1"
 

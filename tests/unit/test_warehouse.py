@@ -12,17 +12,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
 from stored_events import store_events
 
-from sinks.clickhouse import connect, ensure_schema
-from society.settings import Settings
-from warehouse import QueryError, ReadLimits, Refused, SessionReader, open_reader
-from warehouse.guard import ReadOnlySession
+from molt_society.runtime.settings import Settings
+from molt_society.sinks.clickhouse import connect, ensure_schema
+from molt_society.warehouse import QueryError, ReadLimits, Refused, SessionReader, open_reader
+from molt_society.warehouse.guard import ReadOnlySession
 
 
 def _events() -> list:  # type: ignore[type-arg]
     from datetime import UTC, datetime
 
-    from agents.behaviour import load_behaviour
-    from agents.offline import simulate
+    from molt_society.agents.behaviour import load_behaviour
+    from molt_society.agents.offline import simulate
 
     return simulate(
         seed=3, agents=60, ticks=30, behaviour=load_behaviour(), start=datetime(2026, 1, 28, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The Host/Origin/Content-Type checks every HTTP endpoint applies (society.web_guard), on a real server."""
+"""The Host/Origin/Content-Type checks every HTTP endpoint applies (runtime.web_guard), on a real server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from society.web_guard import check_bind, guard
+from molt_society.runtime.web_guard import check_bind, guard
 
 
 async def _ok(request: web.Request) -> web.Response:

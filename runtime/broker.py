@@ -27,8 +27,8 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from schemas.topics import Role, topic_name
-from society.logs import get_logger
+from molt_society.runtime.logs import get_logger
+from molt_society.schemas.topics import Role, topic_name
 
 log = get_logger(__name__)
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
-from society.logs import get_logger
+from molt_society.runtime.logs import get_logger
 
 log = get_logger(__name__)
 

@@ -1,0 +1,104 @@
+"""The layers and the one import name: the contracts in pyproject.toml hold, and nothing imports a bare folder.
+
+The layer order is written once, in ``pyproject.toml`` (``[tool.importlinter]``); import-linter builds the
+import graph with grimp, which reads every import statement of a module, function-level ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+LINKS = REPO / "molt_society"
+
+
+def _layer_names() -> set[str]:
+    contract = next(c for c in PYPROJECT["tool"]["importlinter"]["contracts"] if c["id"] == "layers")
+    return {name.strip() for layer in contract["layers"] for name in layer.split("|")}
+
+
+def _lint(root: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+         "--config", str(config), "--no-cache"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_the_layer_contracts_hold() -> None:
+    done = _lint(REPO, REPO / "pyproject.toml")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_every_top_level_package_is_linked_and_layered() -> None:
+    folders = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"molt_society"}
+    links = {p.name for p in LINKS.iterdir() if p.is_symlink()}
+    assert folders == links, "every top-level package is installed under molt_society (a link in molt_society/)"
+    for name in links:
+        assert (LINKS / name).resolve() == REPO / name
+    assert _layer_names() == links, "every package stands in exactly one layer"
+    packages = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    assert packages == {"molt_society"} | {f"molt_society.{n}" for n in links}
+
+
+def _bare_imports(path: Path, bare: set[str]) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in bare]
+    return found
+
+
+def test_nothing_imports_a_bare_folder_name() -> None:
+    """``import schemas`` would load a second copy of the module beside ``molt_society.schemas``."""
+    bare = _layer_names()
+    files = [p for d in [*sorted(bare), "tests"] for p in sorted((REPO / d).rglob("*.py"))]
+    assert len(files) > 100
+    found = [hit for p in files for hit in _bare_imports(p, bare)]
+    assert found == []
+
+
+@pytest.mark.parametrize("where", ["module", "function"])
+def test_an_upward_import_breaks_the_contract(tmp_path: Path, where: str) -> None:
+    """The same kind of contract on a two-layer package: an upward import, even inside a function, fails it."""
+    pkg = tmp_path / "toy"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "high").mkdir()
+    for init in ("__init__.py", "low/__init__.py", "high/__init__.py", "high/top.py"):
+        (pkg / init).write_text("")
+    body = "from toy.high import top\n" if where == "module" else "def f():\n    from toy.high import top\n"
+    (pkg / "low" / "base.py").write_text(body)
+    config = tmp_path / "contracts.toml"
+    config.write_text(
+        textwrap.dedent(
+            """
+            [tool.importlinter]
+            root_package = "toy"
+            [[tool.importlinter.contracts]]
+            name = "layers"
+            type = "layers"
+            containers = ["toy"]
+            layers = ["high", "low"]
+            """
+        )
+    )
+    done = _lint(tmp_path, config)
+    assert done.returncode == 1, done.stdout
+    assert "toy.low.base -> toy.high.top" in done.stdout
+    (pkg / "low" / "base.py").write_text("x = 1\n")
+    assert _lint(tmp_path, config).returncode == 0
