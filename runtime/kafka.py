@@ -1,0 +1,113 @@
+"""The one place Kafka clients are made: named profiles, consumer-group ids, the watermark headers.
+
+Every process builds its aiokafka clients here (``grep AIOKafkaConsumer(`` finds only this module), so a
+setting that must hold everywhere (acks=all, no auto-commit, the group session the local broker needs)
+is written once. A profile is a set of aiokafka keyword arguments; a caller adds what is its own
+(``fetch_max_wait_ms`` from its settings, a ``client_id``) as overrides.
+
+Profiles:
+
+- producers: ``control`` (ticks and markers: acks=all, no linger), ``actions`` (agents: 5 ms linger, 1 MiB
+  batches), ``bulk`` (the stream worker, replays, benchmarks: also 8 MiB requests), ``small`` (a few events).
+- consumers: ``reader`` (no group, assigned partitions, from the earliest record), ``member`` (a group
+  member committing by hand, with the short session of ``Settings.group_session_timeout_ms``), ``offsets``
+  (reads a group's committed offsets without joining it), ``snapshot`` (no group, large fetches, no
+  offset reset: a missing offset is an error).
+
+The local Tansu broker has no idempotent producer, so no profile asks for one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+
+from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role
+
+ProducerProfile = Literal["control", "actions", "bulk", "small"]
+ConsumerProfile = Literal["reader", "member", "offsets", "snapshot"]
+GroupRole = Literal["agents", "streams", "sink"]
+
+MIB = 1 << 20
+SNAPSHOT_FETCH_BYTES = 8 * MIB  # one partition's fetch: a snapshot chunk and its framing fit
+
+PRODUCERS: dict[str, dict[str, Any]] = {
+    "control": {"acks": "all", "linger_ms": 0},
+    "actions": {"acks": "all", "linger_ms": 5, "max_batch_size": MIB},
+    "bulk": {"acks": "all", "linger_ms": 5, "max_batch_size": MIB, "max_request_size": 8 * MIB},
+    "small": {"acks": "all", "linger_ms": 5},
+}
+
+CONSUMERS: dict[str, dict[str, Any]] = {
+    "reader": {
+        "group_id": None,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 50,
+    },
+    "member": {"enable_auto_commit": False, "auto_offset_reset": "earliest"},
+    "offsets": {"enable_auto_commit": False},
+    "snapshot": {
+        "group_id": None,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "none",
+        "fetch_max_wait_ms": 50,
+        "max_poll_records": 10_000,
+        "max_partition_fetch_bytes": SNAPSHOT_FETCH_BYTES,
+        "fetch_max_bytes": SNAPSHOT_FETCH_BYTES * 4,
+    },
+}
+
+# which topic each consumer group reads (its lag is measured on that topic)
+GROUP_TOPICS: dict[GroupRole, Role] = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
+
+
+def group_id(society: str, role: GroupRole) -> str:
+    """The consumer group of ``role`` in ``society``: ``society.<name>.<role>``."""
+    return f"society.{society}.{role}"
+
+
+def session(timeout_ms: int) -> dict[str, Any]:
+    """Group-session settings for a ``member``: heartbeats six times a session, never under 100 ms.
+
+    The local broker holds a group's first join for half the session, so a short one starts a stack
+    sooner; the members give their event loop a turn often enough to keep it (see ``Settings``)."""
+    return {"session_timeout_ms": timeout_ms, "heartbeat_interval_ms": max(100, timeout_ms // 6)}
+
+
+def producer(bootstrap: str, profile: ProducerProfile = "bulk", **overrides: Any) -> AIOKafkaProducer:
+    """A producer of ``profile`` (not started)."""
+    return AIOKafkaProducer(bootstrap_servers=bootstrap, **{**PRODUCERS[profile], **overrides})
+
+
+def consumer(
+    bootstrap: str,
+    profile: ConsumerProfile = "reader",
+    *,
+    group: str | None = None,
+    **overrides: Any,
+) -> AIOKafkaConsumer:
+    """A consumer of ``profile`` (not started); ``group`` is required by ``member`` and ``offsets``."""
+    if profile in ("member", "offsets") and group is None:
+        raise ValueError(f"a {profile!r} consumer needs a group id")
+    if profile not in ("member", "offsets") and group is not None:
+        raise ValueError(f"a {profile!r} consumer belongs to no group (got {group!r})")
+    kwargs: dict[str, Any] = {**CONSUMERS[profile], **overrides}
+    if group is not None:
+        kwargs["group_id"] = group
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+
+
+def admin(bootstrap: str, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
+    """An admin client (not started) whose requests time out after ``timeout_s``."""
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+
+
+WATERMARK_HEADERS: list[tuple[str, bytes]] = [(HEADER_KIND, KIND_WATERMARK)]
+
+
+def is_watermark(headers: Any) -> bool:
+    """True when a record's headers mark it as a watermark (a control record, not an event)."""
+    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
