@@ -113,7 +113,8 @@ class ClickHouseSource:
         return QueryResult(columns, rows, _ms(began))
 
     def _direct(self, sql: str) -> tuple[list[str], list[list[Any]]]:
-        from molt_society.sinks.clickhouse import connect, ensure_schema
+        from molt_society.warehouse.client import connect
+        from molt_society.warehouse.schema import ensure_schema
 
         s = self.settings
         try:

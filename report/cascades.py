@@ -1,7 +1,7 @@
 """Information cascades (Molt Dynamics): size distribution and exposure saturation.
 
-The SQL views (sinks/molt_dynamics.sql) find the cascades (``cascade_adoptions``, ``cascades``); this module
-fits what SQL cannot:
+The SQL views (warehouse/molt_dynamics.sql) find the cascades (``cascade_adoptions``, ``cascades``); this
+module fits what SQL cannot:
 
 * the discrete power law of cascade sizes (``streams.powerlaw_fit``, equal to ``powerlaw.Fit(sizes,
   discrete=True)``) over all cascades, and per kind where the fit is possible;

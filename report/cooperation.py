@@ -5,7 +5,7 @@ code computes it (YCRG-Labs/molt-dynamics, ``src/molt_dynamics/rq3_collaboration
 
 - events: ``CollaborationIdentifier.identify_collaborative_events`` (>= 5 comments, >= 3 participants
   counting the post's author, >= 30 minutes from the first to the last time of the thread, a technical
-  keyword anywhere in the thread's text); the view ``cooperation_md_events`` (sinks/superminds.sql)
+  keyword anywhere in the thread's text); the view ``cooperation_md_events`` (warehouse/superminds.sql)
   writes the rule down and extracts each event's solution as ``_extract_solution`` does (the last comment
   with a backtick, else the last comment);
 - quality: ``SolutionAssessor.assess_code_solution`` of that solution text alone (``assess_solution``

@@ -1,7 +1,7 @@
 """MoltBook analyses beyond the three studies (issue 14), one report section.
 
 - ``report.clones``: clone swarms, near-duplicate texts across agents (MinHash / LSH, views in
-  sinks/patterns.sql); no published value.
+  warehouse/patterns.sql); no published value.
 - ``report.rhythm``: the coefficient of variation of each agent's inter-post gaps as Li 2026 computed it
   (the basis of the published 26.5% "autonomous"), a labelled variant over posts and comments, and
   burstiness per agent and for the whole society.

@@ -20,7 +20,7 @@ for bursts. Per agent over its posts and comments (agents with at least 3 such e
 society's whole event sequence. No study published it for MoltBook.
 
 The per-agent gaps and statistics are the views ``rhythm_agents`` / ``rhythm_platform``
-(sinks/patterns.sql); this module only counts and summarises their rows.
+(warehouse/patterns.sql); this module only counts and summarises their rows.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class ClientWarehouse:
     session when one is given (``open``), else through the client itself (a caller's own client)."""
 
     def __init__(self, client: Any, reader: ReadOnlySession | None = None) -> None:
-        from molt_society.sinks.clickhouse import ensure_schema
+        from molt_society.warehouse.schema import ensure_schema
 
         self.client = client
         self.reader = reader
@@ -51,7 +51,7 @@ class ClientWarehouse:
         cls, url: str, reader_url: str | None = None, limits: ReadLimits | None = None
     ) -> ClientWarehouse:
         """``limits``: of the read-only session (default ``report_limits()``: the report's own queries)."""
-        from molt_society.sinks.clickhouse import connect
+        from molt_society.warehouse.client import connect
 
         writer = connect(url)
         wh = cls(writer)

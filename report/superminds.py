@@ -1,7 +1,7 @@
 """Superminds (arXiv 2604.22452, section 4.3): the paper's platform-wide thread figures on a society.
 
 - Figure 5 (left): per upvote bin, the mean (and median) thread depth and the mean number of unique
-  repliers, from the view ``superminds_depth_by_popularity`` (sinks/superminds.sql, where depth, repliers,
+  repliers, from the view ``superminds_depth_by_popularity`` (warehouse/superminds.sql, where depth, repliers,
   upvotes and the bins 0, 1, 2-3, 4-7, 8+ are written down; the paper's text names only its 8+ bin).
   Depth and repliers are averaged over all posts of a bin (0 for a post without comments) and, beside
   them, over the posts with at least one comment.

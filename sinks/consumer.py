@@ -73,17 +73,17 @@ from molt_society.sinks.clickhouse import (
     METRIC_COLUMNS,
     METRICS_TABLE,
     RecordLike,
-    connect,
-    ensure_schema,
     is_control,
     record_identity,
     rows_for_dead_letters,
     rows_for_events,
     rows_for_metrics,
 )
+from molt_society.warehouse.client import connect
 from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
 from molt_society.warehouse.reader import open_session
 from molt_society.warehouse.result import QueryError, Refused
+from molt_society.warehouse.schema import ensure_schema
 from molt_society.warehouse.sink_http import TOKEN_FILE
 
 log = get_logger("sinks.consumer")

@@ -40,7 +40,7 @@ def open_session(
 ) -> ReadOnlySession:
     """A read-only session on a client of its own: of ``reader_url`` (a read-only account) if given, else of
     ``url`` (``chdb:///dir`` or a server)."""
-    from molt_society.sinks.clickhouse import connect
+    from molt_society.warehouse.client import connect
 
     target = reader_url or url
     return ReadOnlySession(connect(target), embedded=target.startswith("chdb:"), limits=limits)
@@ -50,7 +50,8 @@ class SessionReader:
     """A read-only session of this process (a server, or chDB that no other process holds)."""
 
     def __init__(self, url: str, reader_url: str | None = None, limits: ReadLimits | None = None) -> None:
-        from molt_society.sinks.clickhouse import connect, ensure_schema
+        from molt_society.warehouse.client import connect
+        from molt_society.warehouse.schema import ensure_schema
 
         embedded = url.startswith("chdb:")
         if embedded:

@@ -144,7 +144,7 @@ def stored_id_counts(run: Run) -> dict[str, int]:
     in a fresh process once the run has released it."""
     code = (
         "import json, sys\n"
-        "from sinks.clickhouse import connect\n"
+        "from molt_society.warehouse.client import connect\n"
         "sql = f\"SELECT toString(event_id), count() FROM events WHERE society = '{sys.argv[2]}'\"\n"
         "rows = connect(sys.argv[1]).query(sql + ' GROUP BY event_id').result_rows\n"
         "print(json.dumps({i: n for i, n in rows}))\n"

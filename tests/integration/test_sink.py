@@ -57,7 +57,9 @@ from molt_society.schemas.topics import (
     topic_name,
 )
 from molt_society.schemas.wire import encode_event
-from molt_society.sinks.clickhouse import EVENT_COLUMNS, connect, ensure_schema, rows_for_events
+from molt_society.sinks.clickhouse import EVENT_COLUMNS, rows_for_events
+from molt_society.warehouse.client import connect
+from molt_society.warehouse.schema import ensure_schema
 
 pytestmark = pytest.mark.integration
 

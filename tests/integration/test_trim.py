@@ -171,7 +171,7 @@ def test_society_run_starts_the_trimmer_with_its_local_broker(tmp_path: Path, so
 
     code = (
         "import json, sys\n"
-        "from sinks.clickhouse import connect\n"
+        "from molt_society.warehouse.client import connect\n"
         "sql = f\"SELECT toString(event_id) FROM events WHERE society = '{sys.argv[2]}'\"\n"
         "print(json.dumps([r[0] for r in connect(sys.argv[1]).query(sql).result_rows]))\n"
     )

@@ -6,7 +6,9 @@ from typing import Any, NamedTuple
 
 from molt_society.schemas.events import Event
 from molt_society.schemas.wire import encode_event
-from molt_society.sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, connect, ensure_schema, rows_for_events
+from molt_society.sinks.clickhouse import EVENT_COLUMNS, EVENTS_TABLE, rows_for_events
+from molt_society.warehouse.client import connect
+from molt_society.warehouse.schema import ensure_schema
 
 
 class Rec(NamedTuple):

@@ -11,8 +11,8 @@ from stored_events import open_chdb
 
 from molt_society.report.published import PUBLISHED
 from molt_society.schemas.control import WindowPartial
-from molt_society.sinks.clickhouse import ensure_schema
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
+from molt_society.warehouse.schema import ensure_schema
 
 OLD = ("cascade_size_powerlaw", "cascade_participants_powerlaw")
 NEW = ("thread_comments_powerlaw", "thread_participants_powerlaw")

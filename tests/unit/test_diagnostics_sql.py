@@ -1,4 +1,4 @@
-"""The diagnostics views (sinks/diagnostics.sql) against a direct Python reading of the same events.
+"""The diagnostics views (warehouse/diagnostics.sql) against a direct Python reading of the same events.
 
 Events: two real MoltBook samples (CSV export with reply parents, an API post with nested replies) plus
 hand-made edge cases (a self-reply, a reply whose parent the data does not give), stored in a real chDB
@@ -20,7 +20,7 @@ from test_importers import DATA, DETAIL, KELKALOT
 from molt_society.importers import import_path
 from molt_society.schemas.events import AgentRegistered, CommentCreated, Event, PostCreated, VoteCast
 from molt_society.schemas.ids import uuid7
-from molt_society.sinks.clickhouse import ensure_schema
+from molt_society.warehouse.schema import ensure_schema
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"MoltBook samples not found at {DATA}")
 SOC = "diag"

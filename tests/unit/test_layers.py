@@ -1,4 +1,4 @@
-"""The layers and the one import name: the contracts in pyproject.toml hold, and nothing imports a bare folder.
+"""The layers and the one import name: the contracts of pyproject.toml hold; nothing imports a bare folder.
 
 The layer order is written once, in ``pyproject.toml`` (``[tool.importlinter]``); import-linter builds the
 import graph with grimp, which reads every import statement of a module, function-level ones included.
@@ -44,7 +44,7 @@ def test_the_layer_contracts_hold() -> None:
 def test_every_top_level_package_is_linked_and_layered() -> None:
     folders = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"molt_society"}
     links = {p.name for p in LINKS.iterdir() if p.is_symlink()}
-    assert folders == links, "every top-level package is installed under molt_society (a link in molt_society/)"
+    assert folders == links, "every top-level package is installed under molt_society"
     for name in links:
         assert (LINKS / name).resolve() == REPO / name
     assert _layer_names() == links, "every package stands in exactly one layer"
@@ -75,7 +75,7 @@ def test_nothing_imports_a_bare_folder_name() -> None:
 
 @pytest.mark.parametrize("where", ["module", "function"])
 def test_an_upward_import_breaks_the_contract(tmp_path: Path, where: str) -> None:
-    """The same kind of contract on a two-layer package: an upward import, even inside a function, fails it."""
+    """The same kind of contract on a two-layer package: an upward import, even in a function, fails it."""
     pkg = tmp_path / "toy"
     (pkg / "low").mkdir(parents=True)
     (pkg / "high").mkdir()

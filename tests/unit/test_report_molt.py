@@ -1,4 +1,4 @@
-"""Molt Dynamics diagnostics (report.roles, report.cascades, report.cooperation; sinks/molt_dynamics.sql)
+"""Molt Dynamics diagnostics (report.roles, report.cascades, report.cooperation; warehouse/molt_dynamics.sql)
 against independent computations from the Python events: networkx for the graph features, scikit-learn
 for k-means, silhouette and logistic regression, the ``powerlaw`` package for the cascade-size fit,
 lifelines for the Cox model, and direct scans of the texts for cascades and cooperation events.

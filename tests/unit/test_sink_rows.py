@@ -49,9 +49,9 @@ from molt_society.sinks.clickhouse import (
     rows_for_dead_letters,
     rows_for_events,
     rows_for_metrics,
-    schema_statements,
     society_of_topic,
 )
+from molt_society.warehouse.schema import schema_statements
 
 TOPIC = "society.s1.events"
 AT = datetime(2026, 1, 28, 12, 30, 45, 123456, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Superminds figures (report.superminds, sinks/superminds.sql): Figure 5 on a small synthetic society of
+"""Superminds figures (report.superminds, warehouse/superminds.sql): Figure 5 on a small synthetic society of
 known depths, repliers and upvotes per bin (stored in a real chDB), the judge's prompts (agent text stays
 data) and its strict reply parsers, and the aggregation of ratings with canned judge answers."""
 

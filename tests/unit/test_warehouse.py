@@ -13,9 +13,10 @@ from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
 from stored_events import store_events
 
 from molt_society.runtime.settings import Settings
-from molt_society.sinks.clickhouse import connect, ensure_schema
 from molt_society.warehouse import QueryError, ReadLimits, Refused, SessionReader, open_reader
+from molt_society.warehouse.client import connect
 from molt_society.warehouse.guard import ReadOnlySession
+from molt_society.warehouse.schema import ensure_schema
 
 
 def _events() -> list:  # type: ignore[type-arg]
