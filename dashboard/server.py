@@ -29,7 +29,7 @@ from molt_society.dashboard.snapshot import Snapshotter
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.web_guard import check_bind, guard
-from molt_society.sinks.consumer import dumps_json  # the same JSON as the sink's /query answers
+from molt_society.warehouse.sink_http import dumps_json  # the same JSON as the sink's /query answers
 
 log = get_logger(__name__)
 

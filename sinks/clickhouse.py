@@ -1,37 +1,23 @@
-"""ClickHouse side of the sink: connecting, the schema, and Kafka records -> table rows.
+"""Kafka records -> table rows: the sink's tables, their columns, and where each topic's records go.
 
 The row builders are pure functions of the records (no clock, no I/O except for a record without a
 timestamp), so a batch rebuilt for a retry yields the same rows and the same deduplication token.
-
-chDB note: the embedded engine (``chdb:///path``) allows ONE engine per process, and another process
-cannot open the same data directory while it is in use. Whatever else needs the data while the sink runs
-(the CLI, a dashboard) must ask the sink's HTTP endpoint (``sinks.consumer``), or use a ClickHouse server.
-All calls on a chDB client must come from one thread.
+Connecting and the schema are the access layer's (``warehouse.client``, ``warehouse.schema``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
 
-from molt_society.runtime.logs import get_logger
+from molt_society.runtime import kafka
+from molt_society.schemas import topics
 from molt_society.schemas.control import from_us
-from molt_society.schemas.topics import (
-    DLQ_CODE,
-    DLQ_KEY,
-    DLQ_OFFSET,
-    DLQ_PARTITION,
-    DLQ_REASON,
-    DLQ_TOPIC,
-    HEADER_KIND,
-    KIND_WATERMARK,
-)
-
-log = get_logger(__name__)
 
 EVENTS_TABLE = "events"
 METRICS_TABLE = "metrics"
@@ -114,7 +100,7 @@ class RecordLike(Protocol):
 
 def is_control(record: RecordLike) -> bool:
     """True for a control record (a watermark) travelling among events; it is never stored."""
-    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in record.headers or ())
+    return kafka.is_watermark(record.headers)
 
 
 def _text(value: bytes | None) -> str:
@@ -281,15 +267,15 @@ def dead_letter_row(record: RecordLike) -> list[Any]:
         except ValueError:
             return -1
 
-    key = _text(record.key) if record.key is not None else _text(headers.get(DLQ_KEY))
+    key = _text(record.key) if record.key is not None else _text(headers.get(topics.DLQ_KEY))
     return [
         society_of_topic(record.topic),
         _received_at(record),
-        _text(headers.get(DLQ_CODE)),
-        _text(headers.get(DLQ_REASON)),
-        _text(headers.get(DLQ_TOPIC)),
-        header_int(DLQ_PARTITION),
-        header_int(DLQ_OFFSET),
+        _text(headers.get(topics.DLQ_CODE)),
+        _text(headers.get(topics.DLQ_REASON)),
+        _text(headers.get(topics.DLQ_TOPIC)),
+        header_int(topics.DLQ_PARTITION),
+        header_int(topics.DLQ_OFFSET),
         key,
         _text(record.value),
         record.topic,
@@ -341,3 +327,32 @@ def rows_for_metrics(
 def rows_for_dead_letters(records: Iterable[RecordLike]) -> list[list[Any]]:
     """``dead_letters`` rows of the records of a dead-letter topic, in record order."""
     return [dead_letter_row(r) for r in records]
+
+
+# --- topics -> tables ------------------------------------------------------------------------------------
+
+RowBuilder = Callable[[Sequence[RecordLike], list[list[Any]]], list[list[Any]]]
+"""Rows of a batch of records; the rows of records that cannot be decoded go to the second argument."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a topic's records go: the table, its columns, and the builder of its rows."""
+
+    table: str
+    columns: tuple[str, ...]
+    build: RowBuilder
+
+
+def _dead_letters(records: Sequence[RecordLike], rejects: list[list[Any]]) -> list[list[Any]]:
+    return rows_for_dead_letters(records)  # a dead letter is never rejected
+
+
+def targets(society: str) -> dict[str, Target]:
+    """The topics the sink of ``society`` consumes, each with its ``Target``."""
+    tables = {
+        topics.Role.EVENTS: Target(EVENTS_TABLE, EVENT_COLUMNS, rows_for_events),
+        topics.Role.METRICS: Target(METRICS_TABLE, METRIC_COLUMNS, rows_for_metrics),
+        topics.Role.DEADLETTER: Target(DEAD_LETTERS_TABLE, DEAD_LETTER_COLUMNS, _dead_letters),
+    }
+    return {topics.topic_name(society, role): target for role, target in tables.items()}

@@ -2,6 +2,8 @@
 
 - ``POST /query`` with ``{"sql": ...}`` runs one read through the sink's read-only session
   (``warehouse.guard``), never on the thread or session that inserts.
+- Answers are JSON encoded by ``dumps_json`` (datetimes ISO 8601 UTC, UUIDs as strings, bytes decoded),
+  which the dashboard uses for its own answers too.
 - ``POST /internal/embeddings`` stores the report's sentence embeddings; it needs the bearer secret the
   sink wrote to ``<state_dir>/<society>/sink.token`` (mode 0600, readable by the user only).
 
@@ -10,17 +12,45 @@ Requests carry ``Content-Type: application/json`` and the loopback ``Host`` the 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from molt_society.warehouse.result import QueryError, Refused, Result
 
 TOKEN_FILE = "sink.token"  # noqa: S105 (the name of the file that holds the secret)
 STATE_FILE = "sink.json"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return str(value)
+    return str(value)
+
+
+def dumps_json(value: Any) -> bytes:
+    """JSON of query results: datetimes ISO 8601 (UTC with Z), UUIDs as strings, bytes decoded, NaN null."""
+    return orjson.dumps(
+        value,
+        default=_json_default,
+        option=orjson.OPT_NON_STR_KEYS | orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z | orjson.OPT_SERIALIZE_NUMPY,
+    )
 
 
 def running_sink_url(state_dir: Path, society: str | None = None) -> str | None:

@@ -28,8 +28,8 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
 
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import ensure_topics
 from molt_society.schemas.control import MetricEvent, metric_id, to_us, watermark
 from molt_society.schemas.events import (
@@ -165,7 +165,7 @@ async def produce(
     ``garbage``, when given, goes to the events topic right after the first event (a contract violation the
     sink must file under dead_letters instead of blocking on it).
     """
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    producer = kafka.producer(bootstrap, "small")
     await producer.start()
     try:
         events_topic = topic_name(society, Role.EVENTS)

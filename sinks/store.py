@@ -1,0 +1,91 @@
+"""The sink's own ClickHouse client, on its one thread: the inserts, the resume queries, the embeddings.
+
+chDB wants every call on a client from one thread, and an insert must never wait behind an outside query:
+so everything the sink writes or needs for its resume runs here, one call at a time, while outside queries
+have a thread and a read-only session of their own (``sinks.serving``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.settings import Settings
+from molt_society.warehouse.client import connect
+from molt_society.warehouse.schema import ensure_schema
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+HELD_MESSAGES = ("Cannot lock file", "Unable to open the chdb engine")
+"""How chDB reports a data directory held by another process (only as a failed start)."""
+
+
+class Store:
+    """One ClickHouse client and the one thread that uses it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
+        self._client: Any = None
+
+    async def run(self, fn: Callable[Concatenate[Any, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(client, *args, **kwargs)`` on the ClickHouse thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, lambda: fn(self._client, *args, **kwargs)
+        )
+
+    def _open(self) -> None:
+        self._client = connect(self.settings.clickhouse_url)
+        ensure_schema(self._client)
+
+    async def open(self, patience: float = 30.0) -> None:
+        """Open ClickHouse and apply the schema; while another process holds the chDB directory only
+        briefly (a dashboard reading a stored society releases it after each refresh), keep trying for
+        ``patience`` seconds."""
+        deadline = time.monotonic() + patience
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await loop.run_in_executor(self._executor, self._open)
+                return
+            except Exception as exc:
+                # chDB reports a directory held by another process only as a failed start (the lock
+                # message goes to stderr), so any failure to start the engine is retried for a while.
+                held = any(m in str(exc) for m in HELD_MESSAGES)
+                if self.settings.chdb_path is None or not held or time.monotonic() > deadline:
+                    raise
+                log.warning("sink.chdb_busy", path=str(self.settings.chdb_path), retry_in_s=0.5)
+                await asyncio.sleep(0.5)
+
+    async def close(self) -> None:
+        """Close the client (on its thread) and end the thread."""
+
+        def close(client: Any) -> None:
+            if client is not None:
+                client.close()
+                self._client = None
+
+        await self.run(close)
+        self._executor.shutdown(wait=True)
+
+
+def warm_up(client: Any) -> None:
+    """One insert into a temporary table, on the insert thread, while the consumer joins its group: a
+    process's first insert costs about 250 ms more than the next ones (chDB, measured), and it would
+    otherwise be the first event's. Best effort: a failure only says so."""
+    began = time.monotonic()
+    try:
+        client.command("CREATE TEMPORARY TABLE IF NOT EXISTS _sink_warm_up (x UInt8)")
+        client.insert("_sink_warm_up", [[1]], column_names=["x"])
+        client.command("DROP TEMPORARY TABLE IF EXISTS _sink_warm_up")
+    except Exception as exc:
+        log.info("sink.warm_up_skipped", error=repr(exc))
+        return
+    log.info("sink.warmed_up", seconds=round(time.monotonic() - began, 3))
