@@ -12,10 +12,10 @@ import asyncio
 import signal
 import sys
 
-from molt_society.dashboard.panels import BadSocietyName, check_society_name
 from molt_society.dashboard.server import serve
 from molt_society.runtime.logs import configure_logging, get_logger
 from molt_society.runtime.settings import Settings, get_settings
+from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
 
 async def run(settings: Settings, society: str, bootstrap: str | None) -> None:

@@ -25,22 +25,35 @@ from molt_society.dashboard.panels import PANELS, Query
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "society-clickhouse"}
 OUT = Path(__file__).resolve().parents[1] / "docker" / "grafana" / "dashboards" / "society.json"
 
-# (panel id, query name, Grafana panel type, title, width, height)
-LAYOUT: list[tuple[str, str, str, str, int, int]] = [
-    ("activity", "totals", "table", "Totals", 24, 4),
-    ("activity", "rate", "timeseries", "Events stored per second by type", 12, 8),
-    ("activity", "windows", "timeseries", "Active and new agents per window", 12, 8),
-    ("threads", "depth", "barchart", "Reply-depth distribution (newest window)", 12, 8),
-    ("threads", "series", "timeseries", "Share with no comment, mean depth", 12, 8),
-    ("cascades", "ccdf", "xychart", "Cascade-size CCDF (log-log)", 12, 9),
-    ("cascades", "fit", "table", "Power-law fit of cascade sizes", 12, 9),
-    ("influence", "series", "timeseries", "PageRank top-k share and top-k churn", 12, 8),
-    ("influence", "leaders", "table", "PageRank leaders (newest window)", 12, 8),
-    ("content", "hot", "table", "Hot posts (thread: their first 25 comments)", 24, 10),
-    ("health", "dead_letters", "table", "Dead letters by code", 8, 6),
-    ("health", "dead_recent", "table", "Newest dead letters", 10, 6),
-    ("health", "freshness", "table", "Sink freshness", 6, 6),
-]
+LAYOUT_TABLE = """
+activity   totals        table       24  4  Totals
+activity   rate          timeseries  12  8  Events stored per second by type
+activity   windows       timeseries  12  8  Active and new agents per window
+threads    depth         barchart    12  8  Reply-depth distribution (newest window)
+threads    series        timeseries  12  8  Share with no comment, mean depth
+cascades   ccdf          xychart     12  9  Cascade-size CCDF (log-log)
+cascades   fit           table       12  9  Power-law fit of cascade sizes
+influence  series        timeseries  12  8  PageRank top-k share and top-k churn
+influence  leaders       table       12  8  PageRank leaders (newest window)
+content    hot           table       24 10  Hot posts (thread: their first 25 comments)
+health     dead_letters  table        8  6  Dead letters by code
+health     dead_recent   table       10  6  Newest dead letters
+health     freshness     table        6  6  Sink freshness
+"""
+"""The Grafana panels in order, one a line: panel id, query name, Grafana panel type, width, height, title
+(the rest of the line). Panels fill rows of 24 columns from the left."""
+
+
+def _layout(table: str) -> list[tuple[str, str, str, str, int, int]]:
+    """``LAYOUT_TABLE`` as (panel id, query name, Grafana panel type, title, width, height)."""
+    rows = []
+    for line in table.strip().splitlines():
+        panel_id, query_name, kind, width, height, title = line.split(maxsplit=5)
+        rows.append((panel_id, query_name, kind, title, int(width), int(height)))
+    return rows
+
+
+LAYOUT = _layout(LAYOUT_TABLE)
 
 
 def grafana_sql(q: Query) -> str:

@@ -6,28 +6,18 @@ The SQL is written once here and used by the web dashboard and by the Grafana da
 it (``python -m molt_society.dashboard.grafana``), so the two show the same numbers.
 
 The only value ever substituted into the SQL is the society name, and only after it passed
-``check_society_name`` (the operator's own input, never agent-written text). Agent-written text (titles,
-bodies, agent names, submolt names, dead-letter reasons) only travels as data in the results.
+``check_society_name`` (``schemas.society_name``; the operator's own input, never agent-written text),
+quoted by the access layer (``warehouse.quoted``). Agent-written text (titles, bodies, agent names,
+submolt names, dead-letter reasons) only travels as data in the results.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-SOCIETY_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,120}$")
+from molt_society.warehouse.sql import quoted
 
-
-class BadSocietyName(ValueError):
-    """The society name is not a valid topic-name fragment."""
-
-
-def check_society_name(name: str) -> str:
-    if not SOCIETY_NAME.fullmatch(name):
-        raise BadSocietyName(
-            f"invalid society name {name!r}: use letters, digits, '_', '.' and '-' (at most 121 characters)"
-        )
-    return name
+__all__ = ["PANELS", "Panel", "Query", "all_queries", "panel"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +28,7 @@ class Query:
     sql: str
 
     def render(self, society: str) -> str:
-        return self.sql.replace("{society}", f"'{check_society_name(society)}'").strip()
+        return self.sql.replace("{society}", quoted(society)).strip()
 
 
 @dataclass(frozen=True)
@@ -51,6 +41,21 @@ class Panel:
 
     def query(self, name: str) -> Query:
         return next(q for q in self.queries if q.name == name)
+
+
+def _series(*metrics: str) -> Query:
+    """Query "series": the value of each of ``metrics`` per window and dimension, newest first."""
+    names = ", ".join(f"'{m}'" for m in metrics)
+    return Query(
+        "series",
+        f"""
+SELECT window_start AS t, metric, dim, value
+FROM metrics FINAL
+WHERE society = {{society}} AND metric IN ({names})
+ORDER BY t DESC, metric, dim
+LIMIT 900
+""",
+    )
 
 
 def _latest(metric: str) -> str:
@@ -161,16 +166,7 @@ WHERE society = {{society}} AND metric = 'depth_hist' AND window_start = {_lates
 ORDER BY depth
 """,
             ),
-            Query(
-                "series",
-                """
-SELECT window_start AS t, metric, dim, value
-FROM metrics FINAL
-WHERE society = {society} AND metric IN ('share_no_comment', 'mean_depth')
-ORDER BY t DESC, metric, dim
-LIMIT 900
-""",
-            ),
+            _series("share_no_comment", "mean_depth"),
         ),
     ),
     Panel(
@@ -213,16 +209,7 @@ ORDER BY dim
         "PageRank share of the top 1, 3 and k agents per window on the interaction graph, top-k churn "
         "between consecutive windows, and the newest window's leaders.",
         (
-            Query(
-                "series",
-                """
-SELECT window_start AS t, metric, dim, value
-FROM metrics FINAL
-WHERE society = {society} AND metric IN ('pagerank_top_share', 'topk_churn')
-ORDER BY t DESC, metric, dim
-LIMIT 900
-""",
-            ),
+            _series("pagerank_top_share", "topk_churn"),
             Query(
                 "leaders",
                 f"""

@@ -15,9 +15,10 @@ from typing import Any
 from scipy.special import zeta
 
 from molt_society.dashboard.panels import PANELS
-from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, QueryFailed, sink_health
+from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, sink_health
 from molt_society.replay.progress import read_progress
 from molt_society.runtime.settings import Settings
+from molt_society.warehouse import QueryError
 
 
 def power_law_line(ccdf: list[dict[str, Any]], fit: dict[str, float]) -> list[list[float]]:
@@ -50,7 +51,7 @@ async def collect_panels(source: ClickHouseSource, society: str) -> dict[str, An
         for q in p.queries:
             try:
                 res = await source.query(q.render(society))
-            except QueryFailed as exc:
+            except QueryError as exc:
                 queries[q.name] = {"error": str(exc), "ms": None}
             else:
                 queries[q.name] = {"rows": _records(res.columns, res.rows), "ms": res.ms}

@@ -7,22 +7,41 @@
   path), embeddings through its authenticated internal endpoint (the secret in ``sink.token``).
 - ``ClientWarehouse(client)``: a client the caller opened itself (tests and benchmarks in one process).
 
-The only values ever placed in SQL are the society name (checked by ``check_society_name``), numbers and
-hashes the report computed itself; agent-written text only travels as data.
+The only values ever placed in SQL are the society name (``quoted``: checked by
+``schemas.society_name.check_society_name``), numbers and hashes the report computed itself; agent-written
+text only travels as data. Where the data is (a running sink or a session of this process), the read-only
+sessions, the quoting and the errors are the access layer's (``warehouse``); this module adds the report's
+one write and its own limits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
-from molt_society.dashboard.panels import check_society_name
 from molt_society.runtime.settings import Settings, get_settings
-from molt_society.warehouse import QueryError, ReadOnlySession, Result
-from molt_society.warehouse.guard import ReadLimits, first_line
+from molt_society.warehouse import (
+    QueryError,
+    ReadLimits,
+    ReadOnlySession,
+    Result,
+    SinkReader,
+    driver_errors,
+    quoted,
+    running_sink,
+)
 from molt_society.warehouse.reader import open_session
-from molt_society.warehouse.sink_http import query_http, read_token, running_sink_url, store_embeddings_http
+from molt_society.warehouse.sink_http import STATE_FILE, read_token, store_embeddings_http
+
+__all__ = [
+    "ClientWarehouse",
+    "SinkWarehouse",
+    "Warehouse",
+    "open_warehouse",
+    "quoted",
+    "report_limits",
+    "sink_warehouse",
+]
 
 
 class Warehouse(Protocol):
@@ -61,21 +80,16 @@ class ClientWarehouse:
     def query(self, sql: str) -> Result:
         if self.reader is not None:
             return self.reader.query(sql)
-        try:
-            res = self.client.query(sql)
-        except Exception as exc:  # clickhouse-connect raises several driver-specific types
-            raise QueryError(first_line(exc)) from None
-        return Result(list(res.column_names), [list(r) for r in res.result_rows])
+        with driver_errors():
+            return Result.of(self.client.query(sql))
 
     def store_embeddings(self, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
-        try:
+        with driver_errors():
             self.client.insert(
                 "embeddings",
                 [[model, int(h), list(v)] for h, v in zip(hashes, vectors, strict=True)],
                 column_names=["model", "text_hash", "vector"],
             )
-        except Exception as exc:
-            raise QueryError(first_line(exc)) from None
 
     def close(self) -> None:
         if self.reader is not None:
@@ -89,9 +103,10 @@ class SinkWarehouse:
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
         self.token = token
+        self.reader = SinkReader(url, timeout=3600.0)
 
     def query(self, sql: str) -> Result:
-        return query_http(self.url, sql, timeout=3600.0)
+        return self.reader.query(sql)
 
     def store_embeddings(self, model: str, hashes: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
         if self.token is None:
@@ -115,7 +130,7 @@ def report_limits(settings: Settings) -> ReadLimits:
 
 def sink_warehouse(settings: Settings, url: str) -> SinkWarehouse:
     """The sink at ``url`` with the secret of whichever society's sink it is (read from its state dir)."""
-    for path in settings.state_dir.glob("*/sink.json"):
+    for path in settings.state_dir.glob(f"*/{STATE_FILE}"):
         try:
             if url in path.read_text():
                 return SinkWarehouse(url, read_token(settings.state_dir, path.parent.name))
@@ -126,16 +141,9 @@ def sink_warehouse(settings: Settings, url: str) -> SinkWarehouse:
 
 def open_warehouse(settings: Settings) -> Warehouse:
     """The society's ClickHouse as ``society sql`` reaches it (see module docstring)."""
-    if settings.chdb_path is not None:
-        url = running_sink_url(settings.state_dir)
-        if url is not None:
-            return sink_warehouse(settings, url)
-        Path(settings.chdb_path).mkdir(parents=True, exist_ok=True)
+    url = running_sink(settings)
+    if url is not None:
+        return sink_warehouse(settings, url)
     return ClientWarehouse.open(
         settings.clickhouse_url, settings.clickhouse_reader_url, report_limits(settings)
     )
-
-
-def quoted(society: str) -> str:
-    """The society name as an SQL string literal, after validation (the only name ever put in SQL)."""
-    return "'" + check_society_name(society) + "'"

@@ -28,10 +28,11 @@ query may cost. Nothing here looks at the SQL text with Python.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from molt_society.warehouse.result import QueryError, Refused, Result
+from molt_society.warehouse.result import QueryError, Refused, Result, first_line
 
 READ_ROOTS = {
     "SelectWithUnionQuery": "SELECT",
@@ -139,21 +140,21 @@ class ReadOnlySession:
 
     def run(self, sql: str) -> Any:
         """clickhouse-connect's result of ``sql`` as one read (``statement``); ``Refused`` otherwise."""
-        single, functions = self.statement(sql)
-        try:
-            return self.client.query(single, settings=self._per_query)
-        except Exception as exc:
-            raise refusal_or_error(exc, functions) from None
+        return self._read(sql, self.client.query)
 
     def query(self, sql: str) -> Result:
-        res = self.run(sql)
-        return Result(list(res.column_names), [list(r) for r in res.result_rows])
+        return Result.of(self.run(sql))
 
     def query_df(self, sql: str) -> Any:
         """The result as a pandas DataFrame (clickhouse-connect's own conversion)."""
+        return self._read(sql, self.client.query_df)
+
+    def _read(self, sql: str, call: Callable[..., Any]) -> Any:
+        """``call`` (a query method of the client) on ClickHouse's single statement of ``sql``, with the
+        session's settings; its failure as ``Refused`` or ``QueryError``."""
         single, functions = self.statement(sql)
         try:
-            return self.client.query_df(single, settings=self._per_query)
+            return call(single, settings=self._per_query)
         except Exception as exc:
             raise refusal_or_error(exc, functions) from None
 
@@ -201,11 +202,6 @@ def refusal_or_error(exc: BaseException, functions: tuple[str, ...] = ()) -> Que
             what = "not a read"
         return Refused(f"ClickHouse's read-only mode ({what}): {text}")
     return QueryError(text)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)
 
 
 def _literal(value: Any) -> str:

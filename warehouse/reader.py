@@ -1,7 +1,7 @@
 """Where a reader's queries go: the one way into a society's ClickHouse from outside a process.
 
 ``open_reader(settings)`` gives a ``Reader`` for ``society sql``, the dashboard, the report, the probes and
-notebooks alike:
+notebooks alike (``running_sink`` says which of the two it is):
 
 - the embedded chDB while a sink owns it (chDB allows one engine per directory): the sink's ``/query``,
   which runs the statement on its own read-only session, never on the insert path;
@@ -19,7 +19,6 @@ In a notebook::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Protocol
 
 from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
@@ -46,23 +45,36 @@ def open_session(
     return ReadOnlySession(connect(target), embedded=target.startswith("chdb:"), limits=limits)
 
 
+def apply_schema(url: str) -> None:
+    """The tables and views a reader queries, created if missing (idempotent) through a client of their
+    own that is closed again: on chDB another handle keeps the engine, and this one must not stay
+    writable."""
+    from molt_society.warehouse.client import connect
+    from molt_society.warehouse.schema import ensure_schema
+
+    client = connect(url)
+    try:
+        ensure_schema(client)
+    finally:
+        client.close()
+
+
 class SessionReader:
-    """A read-only session of this process (a server, or chDB that no other process holds)."""
+    """A read-only session of this process (a server, or chDB that no other process holds).
 
-    def __init__(self, url: str, reader_url: str | None = None, limits: ReadLimits | None = None) -> None:
-        from molt_society.warehouse.client import connect
-        from molt_society.warehouse.schema import ensure_schema
+    ``schema=False`` skips applying the schema first (a caller that reopens its reader often, and applied
+    it once already)."""
 
-        embedded = url.startswith("chdb:")
-        if embedded:
-            Path(url.removeprefix("chdb://")).mkdir(parents=True, exist_ok=True)
-        schema = connect(url)  # the views a reader queries exist before it does
-        try:
-            ensure_schema(schema)
-        finally:
-            if embedded:  # another handle keeps the engine; this one must not stay writable
-                schema.close()
-        self._schema = None if embedded else schema
+    def __init__(
+        self,
+        url: str,
+        reader_url: str | None = None,
+        limits: ReadLimits | None = None,
+        *,
+        schema: bool = True,
+    ) -> None:
+        if schema:
+            apply_schema(url)  # the views a reader queries exist before it does
         self.session = open_session(url, reader_url, limits)
 
     def query(self, sql: str) -> Result:
@@ -73,8 +85,6 @@ class SessionReader:
 
     def close(self) -> None:
         self.session.close()
-        if self._schema is not None:
-            self._schema.close()
 
 
 class SinkReader:
@@ -94,6 +104,21 @@ class SinkReader:
         return None
 
 
+def running_sink(settings: Any, society: str | None = None) -> str | None:
+    """URL of the live sink that owns the embedded chDB of ``settings`` (``society``'s first, then any):
+    its ``/query`` is then the only way to the data. None on a ClickHouse server, or when no sink answers
+    (the directory is free for a session of this process)."""
+    if settings.chdb_path is None:
+        return None
+    return running_sink_url(settings.state_dir, society)
+
+
+def user_limits(settings: Any) -> ReadLimits:
+    """The limits of a user's query (``society sql``, the dashboard, a notebook): ``query_timeout_seconds``
+    of ``settings``, the rest ``ReadLimits``' defaults."""
+    return ReadLimits(max_execution_time=settings.query_timeout_seconds)
+
+
 def open_reader(settings: Any = None, society: str | None = None) -> Reader:
     """The reader of the society's ClickHouse (see module docstring); ``settings`` default to the
     environment's (``runtime.settings.get_settings``)."""
@@ -101,12 +126,10 @@ def open_reader(settings: Any = None, society: str | None = None) -> Reader:
         from molt_society.runtime.settings import get_settings
 
         settings = get_settings()
-    limits = ReadLimits(max_execution_time=settings.query_timeout_seconds)
-    if settings.chdb_path is not None:
-        url = running_sink_url(settings.state_dir, society)
-        if url is not None:
-            return SinkReader(url)
-    return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, limits)
+    url = running_sink(settings, society)
+    if url is not None:
+        return SinkReader(url)
+    return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, user_limits(settings))
 
 
 def run_query(settings: Any, sql: str) -> Result:

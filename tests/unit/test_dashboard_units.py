@@ -13,11 +13,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from molt_society.dashboard import grafana
-from molt_society.dashboard.panels import PANELS, BadSocietyName, check_society_name
+from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.server import CSP, STATIC, make_app
 from molt_society.dashboard.snapshot import Snapshotter, collect_panels, power_law_line
 from molt_society.dashboard.sources import ClickHouseSource
 from molt_society.runtime.settings import Settings
+from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
 
 @pytest.mark.parametrize("name", ["demo", "t1a2b3", "replay_20260101_120000", "a.b-c"])
