@@ -6,13 +6,13 @@ on a failure it logs ``agents.failed`` with the error (the supervisor shows that
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 
 from molt_society.agents.worker import AgentWorker
-from molt_society.runtime.logs import configure_logging, get_logger
+from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import get_settings
+from molt_society.runtime.worker_args import worker_args
 
 
 async def _serve(society: str, bootstrap: str) -> None:
@@ -25,13 +25,7 @@ async def _serve(society: str, bootstrap: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m molt_society.agents", description=__doc__)
-    parser.add_argument("--society", required=True)
-    parser.add_argument("--bootstrap", required=True)
-    args = parser.parse_args(argv)
-    settings = get_settings()
-    configure_logging(settings.log_level, settings.log_json)
-    get_logger("agents").info("agents.starting", society=args.society)  # imports done (bench.startup)
+    args, _ = worker_args("agents", __doc__, argv)  # logs agents.starting: imports done (bench.startup)
     try:
         try:
             import uvloop

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from aiokafka import AIOKafkaProducer
 
 from molt_society.agents.feed_cache import FeedCache
+from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
@@ -164,7 +165,7 @@ class Clock:
 
         ``start_tick`` > 0 continues a society whose history up to that tick was replayed (a fork).
         """
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
+        producer = kafka.producer(self.bootstrap, "control")
         await producer.start()
         began = time.monotonic()
         if self.s.mode == "realtime":

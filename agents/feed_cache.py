@@ -15,6 +15,7 @@ import contextlib
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from molt_society.agents.brain import FeedView
+from molt_society.runtime import kafka
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FeedState, FeedUpdate
@@ -44,13 +45,9 @@ class FeedCache:
         self._failure: BaseException | None = None
 
     async def start(self) -> None:
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",  # trimmed past its position (society.trim): newest snapshots stay
-            fetch_max_wait_ms=self.fetch_wait_ms,
-        )
+        # "reader" resets to the earliest record when trimmed past its position (society.trim): the newest
+        # feed records stay
+        self._consumer = kafka.consumer(self.bootstrap, "reader", fetch_max_wait_ms=self.fetch_wait_ms)
         await self._consumer.start()
         tps = [TopicPartition(self.topic, q) for q in range(self.partitions)]
         self._consumer.assign(tps)

@@ -26,12 +26,12 @@ import contextlib
 import functools
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
@@ -41,12 +41,13 @@ from molt_society.agents.feed_cache import FeedCache
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
 from molt_society.agents.stochastic import StochasticBrain
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import AgentsJoined, Event, partition_key
-from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.partition_state import kafka_partition
 
@@ -116,25 +117,21 @@ class AgentWorker:
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20
-        )
+        producer = kafka.producer(self.bootstrap, "actions")
         await producer.start()
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=f"society.{self.society}.agents",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
+        consumer = kafka.consumer(
+            self.bootstrap,
+            "member",
+            group=kafka.group_id(self.society, "agents"),
             fetch_max_wait_ms=self.s.poll_ms,
             max_poll_interval_ms=self.s.agent_max_poll_interval_ms,
             # a short session: the local broker holds a group's first join for half of it (start-up);
             # safe because the worker's event loop gets a turn every 20 ms however long a tick takes
-            session_timeout_ms=self.s.group_session_timeout_ms,
-            heartbeat_interval_ms=max(100, self.s.group_session_timeout_ms // 6),
-            rebalance_timeout_ms=max(10_000, self.s.group_session_timeout_ms),
+            **kafka.member_session(self.s.group_session_timeout_ms),
         )
         await consumer.start()
-        consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=_Revocations(self))
+        listener = kafka.Rebalance(self._on_revoked, self._on_assigned)
+        consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=listener)
         partitions = await partition_count(self.bootstrap, self.t_actions)
         feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms)
         await feeds.start()
@@ -276,12 +273,17 @@ class AgentWorker:
             tick["origin_us"],
             final=tick["final"],
         )
-        raw = control.dumps(mark)
-        for q in range(partitions):
-            futures.append(
-                await producer.send(self.t_actions, raw, partition=q, headers=[(HEADER_KIND, KIND_WATERMARK)])
-            )
+        futures.extend(await kafka.send_watermark(producer, self.t_actions, control.dumps(mark), partitions))
         return futures
+
+    async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        """Counts the tick partitions a rebalance takes from the worker (``revoked``)."""
+        if revoked and not self.closing:
+            self.revoked += len(revoked)
+            log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))
+
+    async def _on_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        log.info("agents.partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
 
     def _acceptable(self, ev: Event, agents: Cohort) -> bool:
         """A brain may only act for the agents it was asked about, in this society (every agent of a
@@ -294,18 +296,3 @@ class AgentWorker:
                 log.warning("agents.forged_event_dropped", actor=actor, society=ev.society)
                 return False
         return True
-
-
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Counts the tick partitions a rebalance takes from the worker (``AgentWorker.revoked``)."""
-
-    def __init__(self, worker: AgentWorker) -> None:
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        if revoked and not self.worker.closing:
-            self.worker.revoked += len(revoked)
-            log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        log.info("agents.partitions_assigned", partitions=sorted(tp.partition for tp in assigned))

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
 from molt_society.schemas.topics import Role, topic_name
 
@@ -248,7 +249,7 @@ def topic_partitions(partitions: int, shards: int) -> dict[Role, int]:
 
 async def ensure_topics(bootstrap: str, society: str, partitions: int, shards: int) -> None:
     """Create the society's topics if they do not exist (replication 1 locally; more on a cluster)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = kafka.admin(bootstrap)  # requests time out after 15 s
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -272,7 +273,7 @@ async def ensure_topics(bootstrap: str, society: str, partitions: int, shards: i
 
 async def partition_count(bootstrap: str, topic: str, timeout: float = 30.0) -> int:
     """Number of partitions of ``topic`` (waits for it to exist)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = kafka.admin(bootstrap)  # requests time out after 15 s
     await admin.start()
     try:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -14,21 +14,29 @@ Profiles:
   (reads a group's committed offsets without joining it), ``snapshot`` (no group, large fetches, no
   offset reset: a missing offset is an error).
 
+Also here: ``group_id`` (``society.<name>.<role>``, the one spelling of a group), ``member_session`` (the
+session, heartbeat and rebalance timeouts of a group member), ``Rebalance`` (the one rebalance listener of
+the agent worker, the stream processor and the sink), ``WATERMARK_HEADERS`` / ``is_watermark`` /
+``send_watermark`` (a watermark is a control record marked by a header, sent to every partition).
+
 The local Tansu broker has no idempotent producer, so no profile asks for one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Literal
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role
 
 ProducerProfile = Literal["control", "actions", "bulk", "small"]
 ConsumerProfile = Literal["reader", "member", "offsets", "snapshot"]
-GroupRole = Literal["agents", "streams", "sink"]
+GroupRole = Literal["agents", "streams", "sink", "aggregate"]
+# "aggregate": the metric aggregator's Faust app id, which Faust uses as its consumer group (streams.app,
+# society.trim); it has no entry in GROUP_TOPICS (its lag is not reported)
 
 MIB = 1 << 20
 SNAPSHOT_FETCH_BYTES = 8 * MIB  # one partition's fetch: a snapshot chunk and its framing fit
@@ -77,6 +85,16 @@ def session(timeout_ms: int) -> dict[str, Any]:
     return {"session_timeout_ms": timeout_ms, "heartbeat_interval_ms": max(100, timeout_ms // 6)}
 
 
+REBALANCE_TIMEOUT_MIN_MS = 10_000
+
+
+def member_session(timeout_ms: int) -> dict[str, Any]:
+    """``session`` plus a rebalance timeout of at least ``REBALANCE_TIMEOUT_MIN_MS``: a member whose revoke
+    has work to finish (commit a batch, flush what is pending) gets that long to rejoin. Used by the agent
+    worker (``agents.worker``) and the stream worker (``streams.processor``)."""
+    return {**session(timeout_ms), "rebalance_timeout_ms": max(REBALANCE_TIMEOUT_MIN_MS, timeout_ms)}
+
+
 def producer(bootstrap: str, profile: ProducerProfile = "bulk", **overrides: Any) -> AIOKafkaProducer:
     """A producer of ``profile`` (not started)."""
     return AIOKafkaProducer(bootstrap_servers=bootstrap, **{**PRODUCERS[profile], **overrides})
@@ -111,3 +129,32 @@ WATERMARK_HEADERS: list[tuple[str, bytes]] = [(HEADER_KIND, KIND_WATERMARK)]
 def is_watermark(headers: Any) -> bool:
     """True when a record's headers mark it as a watermark (a control record, not an event)."""
     return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
+
+
+async def send_watermark(
+    producer: AIOKafkaProducer, topic: str, value: bytes, partitions: int
+) -> list[Awaitable[Any]]:
+    """Send the watermark record ``value`` to each of ``partitions`` partitions of ``topic``, in order (every
+    reader of a partition must see it); the futures of the sends. Used by the agent worker."""
+    return [
+        await producer.send(topic, value, partition=q, headers=WATERMARK_HEADERS) for q in range(partitions)
+    ]
+
+
+OnPartitions = Callable[[Collection[TopicPartition]], Awaitable[None]]
+"""A rebalance callback: it gets the partitions revoked or assigned (aiokafka passes a set)."""
+
+
+class Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    """A rebalance listener that hands revoked and assigned partitions to two coroutines (aiokafka wants a
+    ``ConsumerRebalanceListener`` subclass). Used by the agent worker, the stream worker and the sink."""
+
+    def __init__(self, on_revoked: OnPartitions, on_assigned: OnPartitions) -> None:
+        self._on_revoked = on_revoked
+        self._on_assigned = on_assigned
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        await self._on_assigned(assigned)

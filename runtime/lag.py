@@ -42,11 +42,14 @@ class LagReader:
         self._groups: dict[str, AIOKafkaConsumer] = {}
         self._hw: dict[TopicPartition, int] = {}
 
-    async def highwaters(self, topics: list[str] | None = None) -> dict[TopicPartition, int]:
+    async def highwaters(
+        self, topics: list[str] | None = None, *, partial: bool = False
+    ) -> dict[TopicPartition, int]:
         """The high watermark of every partition of ``topics`` (default: every topic of the society).
 
-        Raises ``TimeoutError`` when not every partition answered within the timeout, and the client's
-        own errors when the broker does not answer at all."""
+        Raises ``TimeoutError`` when not every partition answered within the timeout (with ``partial``:
+        returns those that did; ``society status`` shows what it got), and the client's own errors when
+        the broker does not answer at all."""
         if self._fetcher is None:
             c = kafka.consumer(self.bootstrap, "reader", **self._extra)
             await c.start()
@@ -71,7 +74,7 @@ class LagReader:
                 hw, polled = c.highwater(tp), c.last_poll_timestamp(tp)
                 if hw is not None and polled is not None and polled >= round_ms and tp not in seen:
                     seen[tp] = hw
-        if len(seen) < len(tps):
+        if len(seen) < len(tps) and not partial:
             raise TimeoutError("no fetch answer for every partition")
         self._hw.update(seen)
         return seen

@@ -1,7 +1,7 @@
 """``society status``: throughput, lag from the high watermark, and dead letters of the running stack.
 
-Lag is measured against the high watermark a fetch returns, not ``end_offsets`` (which the local Tansu
-broker reports wrongly). A stack whose driver died is reported and cleared
+Lag comes from ``runtime.lag``: measured against the high watermark a fetch returns, not ``end_offsets``
+(which the local Tansu broker reports wrongly). A stack whose driver died is reported and cleared
 (``society.stack.clear_stale_stack``).
 """
 
@@ -13,73 +13,32 @@ import time
 import urllib.request
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from rich.console import Console
 from rich.table import Table
 
+from molt_society.runtime import lag
 from molt_society.runtime.broker import pid_alive
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.stack import clear_stale_stack, driver_of, read_state
 
-GROUPS = {"streams": Role.ACTIONS, "sink": Role.EVENTS, "agents": Role.TICKS}
-
-
-async def highwaters(bootstrap: str, topics: list[str]) -> dict[TopicPartition, int]:
-    """High watermark of every partition of ``topics``, read with a real fetch."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50
-    )
-    await c.start()
-    try:
-        tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
-        if not tps:
-            await c.topics()  # loads metadata of every topic
-            tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
-        c.assign(tps)
-        for tp in tps:
-            c.seek(tp, 0)
-        out: dict[TopicPartition, int] = {}
-        deadline = time.monotonic() + 5
-        while len(out) < len(tps) and time.monotonic() < deadline:
-            await c.getmany(timeout_ms=100, max_records=1)
-            for tp in tps:
-                hw = c.highwater(tp)
-                if hw is not None:
-                    out[tp] = hw
-                    c.pause(tp)
-        return out
-    finally:
-        await c.stop()
-
-
-async def group_lag(bootstrap: str, group: str, hws: dict[TopicPartition, int], topic: str) -> int:
-    """Records of ``topic`` the group has not committed yet (high watermark - committed offset)."""
-    # OffsetFetch for explicit partitions through a consumer that never joins the group: the admin
-    # client's list_consumer_group_offsets is not answered by the local Tansu broker.
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await c.start()
-    try:
-        lag = 0
-        for tp, hw in hws.items():
-            if tp.topic == topic:
-                committed = await c.committed(tp)
-                lag += hw - (committed or 0)
-        return lag
-    finally:
-        await c.stop()
-
 
 async def collect(bootstrap: str, society: str) -> dict[str, Any]:
-    topics = [topic_name(society, r) for r in Role]
-    hw1 = await highwaters(bootstrap, topics)
-    t1 = time.monotonic()
-    lags: dict[str, int] = {}
-    for group, role in GROUPS.items():
-        lags[group] = await group_lag(bootstrap, f"society.{society}.{group}", hw1, topic_name(society, role))
-    await asyncio.sleep(1.0)
-    hw2 = await highwaters(bootstrap, topics)
-    dt = time.monotonic() - t1
+    """Records per topic, rates over one second, group lags and dead letters of ``society``.
+
+    High watermarks of partitions that did not answer within ``lag.LagReader``'s timeout are left out
+    (the figures show what answered)."""
+    reader = lag.LagReader(bootstrap, society)
+    try:
+        hw1 = await reader.highwaters(partial=True)
+        t1 = time.monotonic()
+        lags = await reader.group_lags(hw1)
+        await asyncio.sleep(1.0)
+        hw2 = await reader.highwaters(partial=True)
+        dt = time.monotonic() - t1
+    finally:
+        await reader.close()
 
     def total(hw: dict[TopicPartition, int], role: Role) -> int:
         return sum(v for tp, v in hw.items() if tp.topic == topic_name(society, role))

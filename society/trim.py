@@ -16,9 +16,9 @@ moves the partition's log start offset). Who needs what:
 
 A partition some reader has no committed offset for is never trimmed, and topics not named here (Faust's
 changelogs: no compaction in the local broker's memory engine, a table is rebuilt from its whole changelog)
-are left alone. Committed offsets are read with OffsetFetch, and the high watermark from a real fetch, as
-``society status`` does (the local broker's ``end_offsets`` is wrong). Every call is bounded by a timeout; a
-failed round is logged and tried again at the next one, it never stops the run.
+are left alone. Committed offsets are read with OffsetFetch, and the high watermark from a real fetch, by
+``runtime.lag`` as ``society status`` does (the local broker's ``end_offsets`` is wrong). Every call is
+bounded by a timeout; a failed round is logged and tried again at the next one, it never stops the run.
 
 The local broker (Tansu 0.6.0, memory engine) implements neither DeleteRecords (the request panics in the
 broker with "not yet implemented" and the connection closes; the broker itself goes on) nor retention by
@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka import TopicPartition
+from aiokafka.admin import RecordsToDelete
 from aiokafka.errors import (
     IncompatibleBrokerVersion,
     KafkaConnectionError,
@@ -45,6 +45,7 @@ from aiokafka.errors import (
     UnsupportedVersionError,
 )
 
+from molt_society.runtime import kafka, lag
 from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
@@ -61,9 +62,9 @@ among the newest ``2 * FULL_EVERY`` records of a partition there is always one."
 
 SINK_KEEP_RECORDS = 1
 """Records kept below the sink's committed offset: a restarted sink re-reads the last record it stored to
-check it is the one in ClickHouse (``sinks.consumer``); that check needs the record to still exist."""
+check it is the one in ClickHouse (``sinks.resume``); that check needs the record to still exist."""
 
-GROUP_READERS: dict[Role, tuple[str, ...]] = {
+GROUP_READERS: dict[Role, tuple[kafka.GroupRole, ...]] = {
     Role.ACTIONS: ("streams",),
     Role.TICKS: ("agents",),
     Role.PARTIALS: ("aggregate",),
@@ -71,9 +72,9 @@ GROUP_READERS: dict[Role, tuple[str, ...]] = {
     Role.DEADLETTER: ("sink",),
     Role.EVENTS: ("sink",),
 }
-"""Consumer groups (``society.<name>.<suffix>``) that read each trimmed topic."""
+"""Consumer groups (``kafka.group_id(society, role)``) that read each trimmed topic."""
 
-GROUP_KEEP: dict[str, int] = {"sink": SINK_KEEP_RECORDS}
+GROUP_KEEP: dict[kafka.GroupRole, int] = {"sink": SINK_KEEP_RECORDS}
 
 KEEP_LAST: dict[Role, int] = {Role.FEEDS: FEED_KEEP_RECORDS}
 """Topics read without a group, of which only the newest records of each partition are needed."""
@@ -131,10 +132,9 @@ def plan(society: str, readings: Readings) -> dict[TopicPartition, int]:
         if role is None:
             continue
         readers: list[int | None] = []
-        for suffix in GROUP_READERS.get(role, ()):
-            group = f"society.{society}.{suffix}"
-            committed = readings.committed.get(group, {}).get(tp)
-            readers.append(None if committed is None else committed - GROUP_KEEP.get(suffix, 0))
+        for reader in GROUP_READERS.get(role, ()):
+            committed = readings.committed.get(kafka.group_id(society, reader), {}).get(tp)
+            readers.append(None if committed is None else committed - GROUP_KEEP.get(reader, 0))
         if tp.topic in rebuilt:
             needed = (
                 None if readings.rebuild is None else readings.rebuild.get(tp.topic, {}).get(tp.partition)
@@ -247,16 +247,19 @@ class Trimmer:
         rebuild = await self._rebuild_needs()
         if rebuild is not None:
             topics += [topic_name(self.society, Role(r)) for r in REBUILT if r in {x.value for x in Role}]
-        hws = await highwaters(self.bootstrap, sorted(set(topics)), self.timeout)
-        wanted: dict[str, list[TopicPartition]] = {}
-        for tp in sorted(hws):
-            role = _role_of(self.society, tp.topic)
-            for suffix in GROUP_READERS.get(role, ()) if role is not None else ():
-                wanted.setdefault(f"society.{self.society}.{suffix}", []).append(tp)
-        committed = {
-            group: await committed_offsets(self.bootstrap, group, tps, self.timeout)
-            for group, tps in sorted(wanted.items())
-        }
+        # a fresh reader each round: a round that failed leaves nothing behind (requests time out after
+        # ``timeout``; the whole round after three times that)
+        lags = lag.LagReader(self.bootstrap, self.society, timeout=self.timeout)
+        try:
+            hws = await lags.highwaters(sorted(set(topics)))
+            wanted: dict[str, list[TopicPartition]] = {}
+            for tp in sorted(hws):
+                role = _role_of(self.society, tp.topic)
+                for reader in GROUP_READERS.get(role, ()) if role is not None else ():
+                    wanted.setdefault(kafka.group_id(self.society, reader), []).append(tp)
+            committed = {group: await lags.committed(group, tps) for group, tps in sorted(wanted.items())}
+        finally:
+            await lags.close()
         return Readings(hws, committed, rebuild)
 
     async def _rebuild_needs(self) -> dict[str, dict[int, int]] | None:
@@ -284,9 +287,7 @@ class Trimmer:
 
         A broker that does not implement it (an unsupported version, or the local Tansu, which closes the
         connection while it still answers other requests) sets ``supported`` to False, said once."""
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=self.bootstrap, request_timeout_ms=int(self.timeout * 1000)
-        )
+        admin = kafka.admin(self.bootstrap, self.timeout)
         await asyncio.wait_for(admin.start(), self.timeout)
         try:
             result = await asyncio.wait_for(
@@ -321,61 +322,3 @@ class Trimmer:
             reason=reason,
             consequence="the broker keeps every record; its memory grows with the run (README)",
         )
-
-
-async def highwaters(bootstrap: str, topics: list[str], timeout: float) -> dict[TopicPartition, int]:
-    """High watermark of every partition of ``topics`` (those that exist), read from a real fetch at the end
-    of each partition (cheap: at most the last batch comes back). Raises TimeoutError after ``timeout``."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        fetch_max_wait_ms=50,
-        request_timeout_ms=int(timeout * 1000),
-    )
-    await asyncio.wait_for(c.start(), timeout)
-    try:
-        await asyncio.wait_for(c.topics(), timeout)  # metadata of every topic
-        tps = [TopicPartition(t, p) for t in topics for p in sorted(c.partitions_for_topic(t) or ())]
-        if not tps:
-            return {}
-        c.assign(tps)
-        await asyncio.wait_for(c.seek_to_end(*tps), timeout)
-        out: dict[TopicPartition, int] = {}
-        deadline = time.monotonic() + timeout
-        while len(out) < len(tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no high watermark for {sorted(set(tps) - set(out))} in {timeout:.0f} s")
-            await c.getmany(timeout_ms=100, max_records=1)
-            for tp in tps:
-                hw = c.highwater(tp)
-                if hw is not None and tp not in out:
-                    out[tp] = hw
-                    c.pause(tp)
-        return out
-    finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(c.stop(), timeout)
-
-
-async def committed_offsets(
-    bootstrap: str, group: str, tps: list[TopicPartition], timeout: float
-) -> dict[TopicPartition, int | None]:
-    """``group``'s committed offset of each of ``tps`` (None: none), through a consumer that never joins the
-    group (OffsetFetch for explicit partitions; the local broker does not answer the admin client's
-    ListConsumerGroupOffsets)."""
-    if not tps:
-        return {}
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        enable_auto_commit=False,
-        request_timeout_ms=int(timeout * 1000),
-    )
-    await asyncio.wait_for(c.start(), timeout)
-    try:
-        return {tp: await asyncio.wait_for(c.committed(tp), timeout) for tp in tps}
-    finally:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(c.stop(), timeout)

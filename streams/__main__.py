@@ -8,26 +8,19 @@ exits non-zero.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import shutil
 import tempfile
 
 import faust
 
-from molt_society.runtime.logs import configure_logging, get_logger, tune_gc
-from molt_society.runtime.settings import get_settings
+from molt_society.runtime.logs import get_logger, tune_gc
+from molt_society.runtime.worker_args import worker_args
 from molt_society.streams.app import ProcessorService, create_app
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m molt_society.streams", description=__doc__)
-    parser.add_argument("--society", required=True)
-    parser.add_argument("--bootstrap", required=True)
-    args = parser.parse_args(argv)
-    settings = get_settings()
-    configure_logging(settings.log_level, settings.log_json)
-    get_logger("streams").info("streams.starting", society=args.society)  # imports done (bench.startup)
+    args, settings = worker_args("streams", __doc__, argv)  # logs streams.starting: imports done
     tune_gc()
     loop: asyncio.AbstractEventLoop
     try:

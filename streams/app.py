@@ -23,6 +23,7 @@ from typing import Any
 import faust
 import mode
 
+from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
@@ -36,7 +37,7 @@ log = get_logger(__name__)
 def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: str) -> faust.App:
     """The Faust app of one society's stream worker."""
     app = faust.App(
-        f"society.{society}.aggregate",
+        kafka.group_id(society, "aggregate"),  # the app id: also its consumer group
         broker=f"kafka://{bootstrap}",
         value_serializer="raw",
         key_serializer="raw",

@@ -42,11 +42,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
@@ -61,8 +62,6 @@ from molt_society.schemas.topics import (
     DLQ_TOPIC,
     DLQ_TRUNCATED,
     HEADER_EVENTS_OFFSET,
-    HEADER_KIND,
-    KIND_WATERMARK,
     Role,
     topic_name,
 )
@@ -95,7 +94,7 @@ class RebuildFailed(Exception):
 
 def mark_headers(events_offset: int) -> list[tuple[str, bytes]]:
     """Headers of a marks record: its kind and the events offset the mark applied at."""
-    return [(HEADER_KIND, KIND_WATERMARK), (HEADER_EVENTS_OFFSET, str(events_offset).encode())]
+    return [*kafka.WATERMARK_HEADERS, (HEADER_EVENTS_OFFSET, str(events_offset).encode())]
 
 
 def mark_events_offset(headers: Any) -> int:
@@ -104,22 +103,6 @@ def mark_events_offset(headers: Any) -> int:
         if k == HEADER_EVENTS_OFFSET:
             return int(v)
     raise ValueError("marks record without a society-events-offset header")
-
-
-def is_watermark(headers: Any) -> bool:
-    """True when a record is a watermark control record."""
-    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, proc: ActionProcessor) -> None:
-        self.proc = proc
-
-    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
-        await self.proc.on_revoked(revoked)
-
-    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        await self.proc.on_assigned(assigned)
 
 
 class ActionProcessor:
@@ -172,30 +155,21 @@ class ActionProcessor:
 
     # ------------------------------------------------------------- lifecycle
     async def run(self, stop: asyncio.Event) -> None:
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            acks="all",
-            linger_ms=5,
-            max_batch_size=1 << 20,
-            max_request_size=8 << 20,
-        )
+        self.producer = kafka.producer(self.bootstrap, "bulk")
         await self.producer.start()
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=f"society.{self.society}.streams",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
+        self.consumer = kafka.consumer(
+            self.bootstrap,
+            "member",
+            group=kafka.group_id(self.society, "streams"),
             fetch_max_wait_ms=max(20, self.settings.poll_ms),
             max_poll_records=10_000,
             max_partition_fetch_bytes=8 << 20,
             # the local broker holds a group's first join for half the session (Settings): a short one
-            session_timeout_ms=self.settings.group_session_timeout_ms,
-            heartbeat_interval_ms=max(100, self.settings.group_session_timeout_ms // 6),
-            rebalance_timeout_ms=max(10_000, self.settings.group_session_timeout_ms),
+            **kafka.member_session(self.settings.group_session_timeout_ms),
         )
         await self.consumer.start()
         self.partitions = await partition_count(self.bootstrap, self.t_actions)
-        self.consumer.subscribe([self.t_actions], listener=_Rebalance(self))
+        self.consumer.subscribe([self.t_actions], listener=kafka.Rebalance(self.on_revoked, self.on_assigned))
         log.info("processor.started", society=self.society, partitions=self.partitions)
         try:
             while not stop.is_set():
@@ -211,7 +185,7 @@ class ActionProcessor:
             await self.producer.stop()
             log.info("processor.stopped", processed=self.processed)
 
-    async def on_revoked(self, revoked: list[TopicPartition]) -> None:
+    async def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self.lock:
             for tp in revoked:
                 self.states.pop(tp.partition, None)
@@ -220,7 +194,7 @@ class ActionProcessor:
                     d.pop(tp.partition, None)
             log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
 
-    async def on_assigned(self, assigned: list[TopicPartition]) -> None:
+    async def on_assigned(self, assigned: Collection[TopicPartition]) -> None:
         """Rebuild the new partitions, all at once (each waits mostly on the broker); on failure say so and
         make the run loop raise (aiokafka swallows exceptions of rebalance listeners, so raising here would
         leave the worker running without it)."""
@@ -405,7 +379,7 @@ class ActionProcessor:
             out = BatchOut(producer, self.t_events, tp.partition)
             marks: list[tuple[int, bytes]] = []
             for rec in records:
-                if is_watermark(rec.headers):
+                if kafka.is_watermark(rec.headers):
                     if await self._watermark(state, rec, now_us, futures):
                         marks.append((out.appended, rec.value))
                     continue

@@ -31,6 +31,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.schemas.topics import (
@@ -47,7 +48,6 @@ log = get_logger(__name__)
 
 READ_STALL_S = 120.0
 """Reading a partition that makes no progress for this long raises ``TimeoutError``."""
-MAX_FETCH_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -104,18 +104,10 @@ async def send(
 
 # ------------------------------------------------------------------------------------------ reading
 def reader(bootstrap: str) -> AIOKafkaConsumer:
-    """A consumer without a group for explicit assignment and seeks. ``auto_offset_reset="none"``: a
-    position trimmed away meanwhile raises instead of silently jumping elsewhere in the log."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="none",
-        fetch_max_wait_ms=50,
-        max_poll_records=10_000,
-        max_partition_fetch_bytes=MAX_FETCH_BYTES,
-        fetch_max_bytes=MAX_FETCH_BYTES * 4,
-    )
+    """A consumer without a group for explicit assignment and seeks (``runtime.kafka``'s ``snapshot``
+    profile: large fetches, and ``auto_offset_reset="none"``: a position trimmed away meanwhile raises
+    instead of silently jumping elsewhere in the log)."""
+    return kafka.consumer(bootstrap, "snapshot")
 
 
 async def bounds(

@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
 from stack_helpers import ARTIFACTS, browser_page, make_settings, run_ticks, running_stack, sql
 
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import LocalBroker
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
@@ -217,7 +217,7 @@ def test_agent_written_text_is_shown_literally_and_runs_nothing(
     bad = orjson.dumps({"event_id": HOSTILE[1], "type": "post_created", "society": s})
 
     async def produce() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=broker, acks="all")
+        p = kafka.producer(broker, "control")
         await p.start()
         try:
             for ev in (reg, sub, post, reply):

@@ -31,10 +31,10 @@ from typing import Any
 import orjson
 import psutil
 import pytest
-from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from stack_helpers import make_settings, running_stack, sql
 
+from molt_society.runtime import kafka
 from molt_society.schemas import control
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
@@ -563,9 +563,7 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
 
         async def produce() -> None:
             nonlocal redelivered
-            p = AIOKafkaProducer(
-                bootstrap_servers=stack.bootstrap, acks="all", linger_ms=5, max_request_size=16 << 20
-            )
+            p = kafka.producer(stack.bootstrap, "small", max_request_size=16 << 20)
             await p.start()
             try:
                 for k in range(ROUNDS):

@@ -18,14 +18,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from stack_helpers import make_settings, offline_ids, running_stack, sql
 
+from molt_society.runtime import kafka
 from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 from molt_society.society.trim import FEED_KEEP_RECORDS, Trimmer, load_needed_offsets, plan
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ TICKS = 30
 async def _committed(
     bootstrap: str, group: str, tps: list[TopicPartition]
 ) -> dict[TopicPartition, int | None]:
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    c = kafka.consumer(bootstrap, "offsets", group=group)
     await c.start()
     try:
         return {tp: await c.committed(tp) for tp in tps}
@@ -47,9 +48,7 @@ async def _ends(
     bootstrap: str, tps: list[TopicPartition]
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
     """(log start offset, high watermark) per partition: ListOffsets(earliest), a fetch's watermark."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
-    )
+    c = kafka.consumer(bootstrap, "reader", fetch_max_wait_ms=500)
     await c.start()
     try:
         starts = await c.beginning_offsets(tps)
