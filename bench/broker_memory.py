@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from molt_society.bench.processes import status_kib
+from molt_society.bench.society_run import run_args, society_command, society_env
 
 MONTH_TICKS = 8640  # 30 days of 300 s ticks
 
 
 def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    kib = status_kib(pid, "VmRSS")
+    return None if kib is None else kib / 1024
 
 
 def _newest_tick(journal: Path) -> int | None:
@@ -58,20 +54,10 @@ def main() -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     society = f"mem{int(time.time())}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))}
-    env.update(SOCIETY_STATE_DIR=str(root / "state"), CLICKHOUSE_URL=f"chdb://{root / 'clickhouse'}")
+    env = society_env(root, drop=("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))
     env["SOCIETY_TRIM"] = "false" if args.no_trim else "true"
-    argv = [
-        sys.executable,
-        "-m",
-        "molt_society.society.cli",
-        "run",
-        "--society",
-        society,
-        "--agents",
-        str(args.agents),
-    ]
-    argv += ["--ticks", str(args.ticks), "--tick-seconds", str(args.tick_seconds), "--no-dashboard"]
+    argv = society_command(script=False)
+    argv += run_args(society, args.agents, args.ticks, args.tick_seconds, "--no-dashboard")
     began = time.monotonic()
     with open(root / "run.out", "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)

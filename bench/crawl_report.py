@@ -15,10 +15,8 @@ skips). The crawl's own licence and source are in its ``SOURCE.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -27,17 +25,18 @@ from typing import Any
 
 from rich.console import Console
 
-from molt_society.bench.dashboard import keep_or_remove, publish
-from molt_society.bench.pipeline import machine_info
-from molt_society.report.build import build_report
+from molt_society.bench.loading import keep_or_remove
+from molt_society.bench.machine import run_facts
+from molt_society.bench.markdown import markers, publish
+from molt_society.bench.report_steps import section_rows, timed_report
+from molt_society.bench.society_run import society_command, society_env
 from molt_society.report.model import Report, Scalar
 from molt_society.report.source import ClientWarehouse
 from molt_society.report.write import write_report
 
 err = Console(stderr=True)
 CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
-BEGIN = "<!-- crawl-report:begin -->"
-END = "<!-- crawl-report:end -->"
+BEGIN, END = markers("crawl-report")
 SOCIETY = "crawl"
 
 
@@ -56,20 +55,8 @@ def unpack(source: Path, into: Path) -> Path:
 
 def replay(source: Path, tmp: Path) -> dict[str, Any]:
     """``society replay SOURCE`` into ``SOCIETY`` on a chDB in ``tmp``; its wall time and last lines."""
-    env = dict(os.environ)
-    env |= {
-        "CLICKHOUSE_URL": f"chdb://{tmp / 'clickhouse'}",
-        "SOCIETY_STATE_DIR": str(tmp / "state"),
-    }
-    env.pop("KAFKA_BOOTSTRAP", None)
-    cmd = [
-        str(Path(sys.executable).with_name("society")),
-        "replay",
-        str(source),
-        "--society",
-        SOCIETY,
-        "--no-dashboard",
-    ]
+    env = society_env(tmp, drop=("KAFKA_BOOTSTRAP",))
+    cmd = [*society_command(), "replay", str(source), "--society", SOCIETY, "--no-dashboard"]
     err.print(f"replaying {source} ...")
     began = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -121,9 +108,7 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
         f"| embeddings: {s.get('texts_embedded_now', 0):,} distinct texts embedded and stored | "
         f"{s.get('embedding_seconds', 0):.1f} |",
     ]
-    for sec in rep.sections:
-        flag = f" (failed: {sec.error[:120]})" if sec.error else ""
-        lines.append(f"| {sec.title}{flag} | {sec.seconds:.1f} |")
+    lines += section_rows(rep, 120)
     lines += [
         "",
         "Every figure with a published value, ours on the crawl beside it (the crawl is one 8,438-post "
@@ -166,23 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"[red]no crawl at {args.source}[/red]")
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="society-bench-crawl-"))
-    res: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": "{cpu}, {nproc} cores, {ram}".format(**machine_info()),
-        "command": "python -m molt_society.bench.crawl_report "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-    }
+    res: dict[str, Any] = run_facts("python -m molt_society.bench.crawl_report", argv)
     try:
         source = unpack(args.source, tmp / "crawl")
         res |= replay(source, tmp)
-        wh = ClientWarehouse.open(f"chdb://{tmp / 'clickhouse'}")
-        try:
-            res["counts"] = counts(wh)
-            began = time.perf_counter()
-            rep = build_report(wh, SOCIETY, embed=not args.no_embed, progress=lambda m: err.print(f"  {m}"))
-            res["total_s"] = time.perf_counter() - began
-        finally:
-            wh.close()
+        rep, facts = timed_report(
+            tmp / "clickhouse", SOCIETY, lambda wh: {"counts": counts(wh)}, embed=not args.no_embed
+        )
+        res |= facts
         html, _ = write_report([rep], tmp / "report.html")
         res["html_kb"] = html.stat().st_size / 1024
         if args.keep:

@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -34,15 +30,18 @@ from typing import Any
 from rich.console import Console
 
 from molt_society.bench.dataset import build
-from molt_society.bench.pipeline import DASHBOARD_BEGIN as BEGIN
-from molt_society.bench.pipeline import DASHBOARD_END as END
-from molt_society.bench.pipeline import machine_info, percentile
+from molt_society.bench.loading import count, fresh_settings, keep_or_remove, load
+from molt_society.bench.machine import run_facts
+from molt_society.bench.markdown import DASHBOARD, publish
+from molt_society.bench.producer import Part, spawn
+from molt_society.bench.stats import summary
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.snapshot import Snapshotter
-from molt_society.runtime.settings import get_settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.stack import LocalStack
 from molt_society.warehouse.sink_http import query_http
+
+BEGIN, END = DASHBOARD
 
 err = Console(stderr=True)
 
@@ -78,47 +77,6 @@ CLICK = """async () => {
 }"""
 
 
-def produce(
-    bootstrap: str,
-    topic: str,
-    path: Path,
-    *,
-    skip: int = 0,
-    limit: int | None = None,
-    rate: float | None = None,
-) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable,
-        "-m",
-        "molt_society.bench.producer",
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--file",
-        str(path),
-    ]
-    argv += ["--skip", str(skip)]
-    if limit is not None:
-        argv += ["--limit", str(limit)]
-    if rate is not None:
-        argv += ["--rate", str(rate)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE)
-
-
-def count(url: str, society: str) -> int:
-    return int(query_http(url, f"SELECT count() FROM events WHERE society = '{society}'").rows[0][0])
-
-
-def stat(values: list[float]) -> dict[str, float | None]:
-    return {
-        "p50": percentile(values, 50),
-        "p95": percentile(values, 95),
-        "max": max(values) if values else None,
-        "n": float(len(values)),
-    }
-
-
 def time_queries(url: str, society: str, reps: int) -> list[dict[str, Any]]:
     out = []
     for p in PANELS:
@@ -132,7 +90,7 @@ def time_queries(url: str, society: str, reps: int) -> list[dict[str, Any]]:
                 t0 = time.perf_counter()
                 rows = len(query_http(url, sql).rows)
                 ms.append((time.perf_counter() - t0) * 1000)
-            out.append({"panel": p.id, "query": q.name, "rows": rows, **stat(ms)})
+            out.append({"panel": p.id, "query": q.name, "rows": rows, **summary(ms)})
             err.print(
                 f"  {p.id}.{q.name}: p50 {out[-1]['p50']:.1f} ms, max {out[-1]['max']:.1f} ms, {rows} rows"
             )
@@ -145,7 +103,7 @@ async def time_refresh(stack: LocalStack, society: str, reps: int) -> dict[str, 
         ms = [float((await snap.refresh())["refresh_ms"]) for _ in range(reps)]
     finally:
         await snap.close()
-    return stat(ms)
+    return summary(ms)
 
 
 def live_phase(
@@ -178,9 +136,8 @@ def live_phase(
             ages: list[float] = []
             clicks: list[float] = []
             began = time.time()
-            proc = produce(
-                stack.bootstrap, topic_name(society, Role.ACTIONS), path, skip=skip, limit=live, rate=rate
-            )
+            topic = topic_name(society, Role.ACTIONS)
+            proc = spawn(stack.bootstrap, topic, path, Part(skip, live, rate))
             last_seq = 0
             while proc.poll() is None:
                 clicks.append(float(page.evaluate(CLICK)))
@@ -208,20 +165,15 @@ def live_phase(
         "seconds": ended - began,
         "snapshots": int(stats["d"]["snapshots"]) - snaps0,
         "page_errors": int(stats["d"]["errors"]),
-        "render_ms": stat([float(v) for v in stats["d"]["renderMs"]]),
-        "refresh_ms": stat(refresh),
-        "snapshot_age_ms": stat(ages),
-        "drift_ms": stat([float(v) for v in stats["p"]["drift"]]),
+        "render_ms": summary([float(v) for v in stats["d"]["renderMs"]]),
+        "refresh_ms": summary(refresh),
+        "snapshot_age_ms": summary(ages),
+        "drift_ms": summary([float(v) for v in stats["p"]["drift"]]),
         "longtasks": None
         if longtasks is None
         else {"count": len(longtasks), "max": max(longtasks, default=0.0)},
-        "click_ms": stat(clicks),
+        "click_ms": summary(clicks),
     }
-
-
-def _machine() -> str:
-    m = machine_info()
-    return f"{m['cpu']}, {m['nproc']} cores, {m['ram']}, Python {m['python']}, {m['os']}"
 
 
 def f(v: Any, digits: int = 1) -> str:
@@ -287,33 +239,6 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def keep_or_remove(tmp: Path, keep: bool, society: str) -> None:
-    """A benchmark's work dir: say where it is (``--keep``: chDB and state to look at) or remove it."""
-    if keep:
-        err.print(f"kept {tmp}: CLICKHOUSE_URL=chdb://{tmp / 'clickhouse'}, society {society}")
-    else:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-
-
-def publish(block: str, out: Path, write: bool, begin: str = BEGIN, end: str = END) -> None:
-    """Print a benchmark's Markdown block and, unless ``--no-write``, put it in ``out``."""
-    err.print(block)
-    if write:
-        write_markdown(out, block, begin, end)
-        err.print(f"wrote {out}")
-
-
-def write_markdown(path: Path, block: str, begin: str = BEGIN, end: str = END) -> None:
-    """Put ``block`` (which starts with ``begin`` and ends with ``end``) in place of the old one."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if begin in text and end in text:
-        text = re.sub(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", lambda m: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m molt_society.bench.dashboard", description=__doc__.splitlines()[0]
@@ -332,15 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="society-bench-dash-"))
     society = f"dash{uuid.uuid4().hex[:6]}"
-    base = get_settings()
-    settings = base.model_copy(
-        update={
-            "kafka_bootstrap": None,
-            "clickhouse_url": f"chdb://{tmp / 'clickhouse'}",
-            "state_dir": tmp / "state",
-            "dashboard_port": 0,
-        }
-    )
+    settings = fresh_settings(tmp, dashboard_port=0)
     records = tmp / "data.records"
     total = args.events + (0 if args.skip_live else args.live_events)
     err.print(f"generating {total:,} events ...")
@@ -348,28 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     err.print(f"  {ds.events:,} events in {ds.seconds:.1f} s; work dir {tmp}")
     stack = LocalStack(settings, society)
     res: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": _machine(),
-        "command": "python -m molt_society.bench.dashboard "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        **run_facts("python -m molt_society.bench.dashboard", argv, python=True, system=True),
         "events": args.events,
         "reps": args.reps,
         "rate": args.rate,
     }
     try:
-        stack.start(agents=False)
-        url = stack.sink_url(timeout=120)
-        began = time.time()
-        proc = produce(stack.bootstrap, topic_name(society, Role.ACTIONS), records, limit=args.events)
-        while True:
-            n = count(url, society)
-            if n >= args.events:
-                break
-            if proc.poll() not in (None, 0) or stack.dead_children():
-                raise RuntimeError(f"loading failed; see {stack.run_dir}")
-            err.print(f"  stored {n:,}/{args.events:,}", end="\r")
-            time.sleep(2)
-        proc.wait()
+        url, began = load(stack, records, args.events, Part(limit=args.events))
         res["load_s"] = time.time() - began
         time.sleep(3)  # the last windows' metrics
         err.print(f"\nstored {args.events:,} events in {res['load_s']:.0f} s; timing panel queries ...")
@@ -381,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stack.stop()
         keep_or_remove(tmp, args.keep, society)
-    publish(markdown(res), args.out, not args.no_write)
+    publish(markdown(res), args.out, not args.no_write, BEGIN, END)
     return 0
 
 

@@ -31,16 +31,16 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from molt_society.bench.dashboard import write_markdown
-from molt_society.bench.pipeline import LLM_BEGIN as BEGIN
-from molt_society.bench.pipeline import LLM_END as END
-from molt_society.bench.pipeline import machine_info
+from molt_society.bench.machine import machine_info
+from molt_society.bench.markdown import LLM, write_section
 from molt_society.runtime.broker import free_port
 from molt_society.runtime.settings import Settings
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.model_server import LocalModelServer
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 from molt_society.society.stack import PIPELINE_NICE, LocalStack
 from molt_society.warehouse.sink_http import query_http
+
+BEGIN, END = LLM
 
 
 class RecordingProxy:
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 "",
             ]
         )
-        write_markdown(Path("BENCHMARKS.md"), block, BEGIN, END)
+        write_section(Path("BENCHMARKS.md"), block, BEGIN, END)
     return 0
 
 

@@ -39,13 +39,13 @@ from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.brain import FeedView, TickContext
 from molt_society.agents.llm_brain import open_llm_brain
 from molt_society.agents.roster import build_roster
-from molt_society.bench.dashboard import write_markdown
-from molt_society.bench.pipeline import machine_info, md_table
+from molt_society.bench.machine import machine_info
+from molt_society.bench.markdown import markers, md_table, write_section
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import ModelCalled
 
-BEGIN, END = "<!-- llm-rate:begin -->", "<!-- llm-rate:end -->"
+BEGIN, END = markers("llm-rate")
 STUB = Path(__file__).resolve().parents[1] / "tests" / "llm_stub.py"
 DELAY_S = 0.2
 ROUNDS = 25  # answers per slot and configuration
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     block = render(rows, command, (before, f"{psutil.getloadavg()[0]:.1f}"))
     print(block)
     if not args.no_write:
-        write_markdown(Path("BENCHMARKS.md"), block, BEGIN, END)
+        write_section(Path("BENCHMARKS.md"), block, BEGIN, END)
     return 0
 
 

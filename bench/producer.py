@@ -12,42 +12,63 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import time
 from collections import deque
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
 from molt_society.bench.dataset import KIND_MARK, read_records
-from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK
+from molt_society.runtime import kafka
 
 MAX_IN_FLIGHT = 100_000
 
 
-async def produce(
-    bootstrap: str,
-    topic: str,
-    path: Path,
-    *,
-    skip: int = 0,
-    limit: int | None = None,
-    rate: float | None = None,
-) -> dict[str, Any]:
-    """Produce the records of ``path``: after the first ``skip`` events (and the marks among them), at most
-    ``limit`` events, at ``rate`` events/s if given (else as fast as the broker takes them)."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        linger_ms=5,
-        max_batch_size=1 << 20,
-        max_request_size=8 << 20,
-    )
+@dataclass(frozen=True)
+class Part:
+    """Which events of a record file to produce, and how fast: after the first ``skip`` events (and the
+    marks among them), at most ``limit`` events, at ``rate`` events/s (None: as fast as the broker takes
+    them)."""
+
+    skip: int = 0
+    limit: int | None = None
+    rate: float | None = None
+
+    def args(self) -> list[str]:
+        """The command-line options that select this part."""
+        out = ["--skip", str(self.skip)]
+        if self.limit is not None:
+            out += ["--limit", str(self.limit)]
+        if self.rate is not None:
+            out += ["--rate", str(self.rate)]
+        return out
+
+
+WHOLE = Part()
+
+
+def command(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> list[str]:
+    """The command of a producer process for ``part`` of the record file ``path``."""
+    argv = [sys.executable, "-m", "molt_society.bench.producer", "--bootstrap", bootstrap, "--topic", topic]
+    return [*argv, "--file", str(path), *part.args()]
+
+
+def spawn(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> subprocess.Popen[bytes]:
+    """Start a producer process (its JSON line on a stdout pipe)."""
+    return subprocess.Popen(command(bootstrap, topic, path, part), stdout=subprocess.PIPE)
+
+
+async def produce(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> dict[str, Any]:
+    """Produce ``part`` of the records of ``path``."""
+    skip, limit, rate = part.skip, part.limit, part.rate
+    producer = kafka.producer(bootstrap, "bulk")
     await producer.start()
-    headers = [(HEADER_KIND, KIND_WATERMARK)]
+    headers = kafka.WATERMARK_HEADERS
     pending: deque[Awaitable[Any]] = deque()
     events = marks = 0
     first: float | None = None
@@ -97,9 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        result = runner.run(
-            produce(args.bootstrap, args.topic, args.file, skip=args.skip, limit=args.limit, rate=args.rate)
-        )
+        part = Part(args.skip, args.limit, args.rate)
+        result = runner.run(produce(args.bootstrap, args.topic, args.file, part))
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
     return 0
 

@@ -17,7 +17,6 @@ Results go to the terminal and to BENCHMARKS.md between the ``report`` markers (
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 import uuid
@@ -26,49 +25,33 @@ from typing import Any
 
 from rich.console import Console
 
-from molt_society.bench.dashboard import count, keep_or_remove, produce, publish
 from molt_society.bench.dataset import build
-from molt_society.bench.pipeline import REPORT_BEGIN as BEGIN
-from molt_society.bench.pipeline import REPORT_END as END
-from molt_society.bench.pipeline import machine_info
-from molt_society.report.build import build_report
+from molt_society.bench.loading import fresh_settings, keep_or_remove, load
+from molt_society.bench.machine import run_facts
+from molt_society.bench.markdown import REPORT, publish
+from molt_society.bench.report_steps import section_rows, timed_report
 from molt_society.report.embeddings import Encoder
 from molt_society.report.model import Report, Scalar, Table
 from molt_society.report.source import ClientWarehouse
 from molt_society.report.write import write_report
-from molt_society.runtime.settings import get_settings
-from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.stack import LocalStack
+from molt_society.warehouse.sink_http import query_http
+
+BEGIN, END = REPORT
 
 err = Console(stderr=True)
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook"
 
 
 def load_society(events: int, tmp: Path, society: str) -> dict[str, Any]:
-    base = get_settings()
-    settings = base.model_copy(
-        update={
-            "kafka_bootstrap": None,
-            "clickhouse_url": f"chdb://{tmp / 'clickhouse'}",
-            "state_dir": tmp / "state",
-        }
-    )
+    settings = fresh_settings(tmp)
     records = tmp / "data.records"
     err.print(f"generating {events:,} events ...")
     ds = build(events, partitions=settings.partitions, societies={society: records})
     stack = LocalStack(settings, society)
     out: dict[str, Any] = {"events": ds.events, "window_seconds": settings.window_seconds}
     try:
-        stack.start(agents=False)
-        url = stack.sink_url(timeout=120)
-        began = time.time()
-        proc = produce(stack.bootstrap, topic_name(society, Role.ACTIONS), records)
-        while (n := count(url, society)) < ds.events:
-            if proc.poll() not in (None, 0) or stack.dead_children():
-                raise RuntimeError(f"loading failed; see {stack.run_dir}")
-            err.print(f"  stored {n:,}/{ds.events:,}", end="\r")
-            time.sleep(2)
-        proc.wait()
+        url, began = load(stack, records, ds.events)
         # the final watermark closes the last windows: wait until their metrics stop arriving
         last = -1
         while (m := _metric_rows(url, society)) != last:
@@ -82,8 +65,6 @@ def load_society(events: int, tmp: Path, society: str) -> dict[str, Any]:
 
 
 def _metric_rows(url: str, society: str) -> int:
-    from molt_society.warehouse.sink_http import query_http
-
     return int(query_http(url, f"SELECT count() FROM metrics WHERE society = '{society}'").rows[0][0])
 
 
@@ -123,9 +104,7 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
         f"| embeddings: {s.get('texts_embedded_now', 0):,} distinct texts embedded and stored "
         f"({res['embed_rate']:,.0f} texts/s) | {s.get('embedding_seconds', 0):.1f} |",
     ]
-    for sec in rep.sections:
-        flag = f" (failed: {sec.error})" if sec.error else ""
-        lines.append(f"| {sec.title}{flag} | {sec.seconds:.1f} |")
+    lines += section_rows(rep)
     sr = res["sample_rate"]
     lines += [
         "",
@@ -165,25 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="society-bench-report-"))
     society = f"rep{uuid.uuid4().hex[:6]}"
-    res: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": "{cpu}, {nproc} cores, {ram}".format(**machine_info()),
-        "command": "python -m molt_society.bench.report "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-    }
+    res: dict[str, Any] = run_facts("python -m molt_society.bench.report", argv)
     try:
         res |= load_society(args.events, tmp, society)
-        wh = ClientWarehouse.open(f"chdb://{tmp / 'clickhouse'}")
         enc = Encoder()
-        try:
-            res["sim_chars"] = float(
-                wh.query(f"SELECT avg(length(text)) FROM texts WHERE society = '{society}'").rows[0][0]
-            )
-            began = time.perf_counter()
-            rep = build_report(wh, society, encoder=enc, progress=lambda m: err.print(f"  {m}"))
-            res["total_s"] = time.perf_counter() - began
-        finally:
-            wh.close()
+
+        def sim_chars(wh: ClientWarehouse) -> dict[str, Any]:
+            sql = f"SELECT avg(length(text)) FROM texts WHERE society = '{society}'"
+            return {"sim_chars": float(wh.query(sql).rows[0][0])}
+
+        rep, facts = timed_report(tmp / "clickhouse", society, sim_chars, encoder=enc)
+        res |= facts
         s = rep.settings
         res["embed_rate"] = s.get("texts_embedded_now", 0) / max(1e-9, s.get("embedding_seconds", 0) or 1e-9)
         html, js = write_report([rep], tmp / "report.html")

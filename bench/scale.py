@@ -34,11 +34,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from molt_society.bench.dashboard import publish
-from molt_society.bench.pipeline import machine_info
+from molt_society.bench.machine import machine_info
+from molt_society.bench.markdown import markers, publish
+from molt_society.bench.processes import REPO, cpu_seconds, status_kib
+from molt_society.bench.society_run import run_args, society_command, society_env
 
-REPO = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- scale:begin -->", "<!-- scale:end -->"
+BEGIN, END = markers("scale")
 ACTIONS = ("post_created", "comment_created", "vote_cast")
 
 
@@ -63,25 +64,6 @@ class Sizes:
     @property
     def live_rate(self) -> float | None:
         return self.actions / self.live_s if self.live_s else None
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process (``/proc/PID/stat``)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _status_kib(pid: int, key: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 class Sampler(threading.Thread):
@@ -111,8 +93,8 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(0.5):
             for role, pid in self._processes().items():
-                hwm, rss = _status_kib(pid, "VmHWM"), _status_kib(pid, "VmRSS")
-                cpu = _cpu_seconds(pid)
+                hwm, rss = status_kib(pid, "VmHWM"), status_kib(pid, "VmRSS")
+                cpu = cpu_seconds(pid)
                 if cpu is not None:
                     self.cpu[role] = max(self.cpu.get(role, 0.0), cpu)
                 if hwm is not None:
@@ -125,7 +107,7 @@ class Sampler(threading.Thread):
 
 def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
     out = subprocess.run(
-        [str(REPO / ".venv/bin/society"), "sql", "--format", "json", query],
+        [*society_command(), "sql", "--format", "json", query],
         env=env,
         capture_output=True,
         text=True,
@@ -139,27 +121,12 @@ def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
 def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_workers: int = 1) -> Sizes:
     res = Sizes(agents, ticks)
     work.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "CLICKHOUSE_URL": f"chdb://{work / 'clickhouse'}",
-        "SOCIETY_STATE_DIR": str(work / "state"),
-    }
+    env = society_env(work)
     society = f"scale{agents}"
-    cmd = [
-        str(REPO / ".venv/bin/society"),
-        "run",
-        "--society",
-        society,
-        "--agents",
-        str(agents),
-        "--ticks",
-        str(ticks),
-        "--tick-seconds",
-        str(tick_seconds),
-        "--agent-workers",
-        str(agent_workers),
-        "--no-dashboard",
-    ]
+    cmd = society_command()
+    cmd += run_args(
+        society, agents, ticks, tick_seconds, "--agent-workers", str(agent_workers), "--no-dashboard"
+    )
     sampler = Sampler(work / "state")
     sampler.start()
     began_wall = time.time()
@@ -201,6 +168,7 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_wor
 def ceiling(events: int) -> float | None:
     """bench.pipeline's end-to-end stage alone, on this machine, now."""
     from molt_society.bench import pipeline
+    from molt_society.bench.pipeline_results import Run
 
     args = pipeline.parse_args(
         [
@@ -217,7 +185,7 @@ def ceiling(events: int) -> float | None:
             "replay",
         ]
     )
-    run = pipeline.Run(
+    run = Run(
         started=datetime.now(UTC),
         command="",
         events=events,

@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -37,14 +36,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
-from molt_society.bench.dashboard import write_markdown
-from molt_society.bench.pipeline import machine_info
-from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.bench.child_logs import json_records, record_time
+from molt_society.bench.machine import machine_line
+from molt_society.bench.markdown import markers, write_section
+from molt_society.bench.society_run import run_args, society_command, society_env
+from molt_society.runtime import kafka
+from molt_society.schemas.topics import Role, topic_name
 
-BEGIN = "<!-- startup:begin -->"
-END = "<!-- startup:end -->"
+BEGIN, END = markers("startup")
 GOAL_S = 10.0
 """The issue's goal: the first event of ``make demo`` stored within this many seconds of ``society run``."""
 
@@ -54,10 +55,6 @@ class Seen:
     """What the bench's own reader saw on the topics: epoch seconds of the first records."""
 
     first: dict[str, float] = field(default_factory=dict)  # step label -> record timestamp (s)
-
-
-def _is_watermark(headers: Any) -> bool:
-    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
 
 
 def _bootstrap(state_dir: Path) -> str | None:
@@ -77,7 +74,7 @@ async def watch_topics(state_dir: Path, society: str, proc: subprocess.Popen[byt
     if bootstrap is None:
         return
     topics = {topic_name(society, Role.ACTIONS): "actions", topic_name(society, Role.EVENTS): "events"}
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=50)
+    consumer = kafka.consumer(bootstrap, "reader", auto_offset_reset="latest")
     await consumer.start()
     try:
         # list every topic (a metadata request that names none cannot create one) until ours exist
@@ -93,32 +90,15 @@ async def watch_topics(state_dir: Path, society: str, proc: subprocess.Popen[byt
                 kind = topics[tp.topic]
                 for rec in records:
                     at = rec.timestamp / 1000.0
-                    for what, counts in (("record", True), ("non-watermark", not _is_watermark(rec.headers))):
+                    for what, counts in (
+                        ("record", True),
+                        ("non-watermark", not kafka.is_watermark(rec.headers)),
+                    ):
                         label = f"first {kind} {what}"
                         if counts and at < seen.first.get(label, float("inf")):
                             seen.first[label] = at
     finally:
         await consumer.stop()
-
-
-def _epoch(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC).timestamp()
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                with contextlib.suppress(ValueError):
-                    doc = json.loads(line)
-                    if isinstance(doc, dict) and "event" in doc:
-                        out.append(doc)
-    return out
-
-
-def _at(doc: dict[str, Any]) -> float:
-    return float(doc["ts"]) if "ts" in doc else _epoch(str(doc["timestamp"]))
 
 
 def timeline(run_dir: Path, partitions: int, seen: Seen) -> list[tuple[str, float]]:
@@ -128,10 +108,10 @@ def timeline(run_dir: Path, partitions: int, seen: Seen) -> list[tuple[str, floa
     def first(docs: list[dict[str, Any]], label: str, event: str, **match: Any) -> None:
         for d in docs:
             if d.get("event") == event and all(d.get(k) == v for k, v in match.items()):
-                steps.append((label, _at(d)))
+                steps.append((label, record_time(d)))
                 return
 
-    journal = _records(run_dir / "run.log")
+    journal = json_records(run_dir / "run.log")
     first(journal, "driver: broker started", "stack.broker_started")
     first(journal, "driver: topics created", "stack.topics_created")
     for role in ("sinks", "streams", "agents", "dashboard"):
@@ -139,30 +119,30 @@ def timeline(run_dir: Path, partitions: int, seen: Seen) -> list[tuple[str, floa
     first(journal, "driver: clock publishes tick 0", "clock.starting")
     first(journal, "driver: tick 0 complete on every partition", "clock.tick", tick=0)
 
-    sink = _records(run_dir / "sinks-0.log")
+    sink = json_records(run_dir / "sinks-0.log")
     first(sink, "sink: imports done", "sink.settings")
     first(sink, "sink: ClickHouse open, schema ready", "sink.clickhouse_ready")
     first(sink, "sink: group joined", "sink.started")
     for d in sink:
         if d.get("event") == "sink.flushed" and d.get("table") == "events" and int(d.get("rows") or 0) > 0:
-            steps.append(("FIRST EVENT STORED in ClickHouse (sink insert returned)", _at(d)))
+            steps.append(("FIRST EVENT STORED in ClickHouse (sink insert returned)", record_time(d)))
             break
 
-    streams = _records(run_dir / "streams-0.log")
+    streams = json_records(run_dir / "streams-0.log")
     first(streams, "stream worker: imports done", "streams.starting")
     first(streams, "stream worker: action processor started (joins its group)", "processor.started")
     rebuilt = [d for d in streams if d.get("event") == "processor.rebuilt"]
     if rebuilt:
-        steps.append(("stream worker: group joined, first partition rebuilt", _at(rebuilt[0])))
+        steps.append(("stream worker: group joined, first partition rebuilt", record_time(rebuilt[0])))
         if len(rebuilt) >= partitions:
-            last = _at(rebuilt[partitions - 1])
+            last = record_time(rebuilt[partitions - 1])
             steps.append((f"stream worker: all {partitions} partitions rebuilt", last))
 
-    agents = _records(run_dir / "agents-0.log")
+    agents = json_records(run_dir / "agents-0.log")
     first(agents, "agent worker: imports done", "agents.starting")
     first(agents, "agent worker: group joined, ready", "agents.started")
 
-    first(_records(run_dir / "dashboard-0.log"), "dashboard: serving", "dashboard.started")
+    first(json_records(run_dir / "dashboard-0.log"), "dashboard: serving", "dashboard.started")
 
     for label, at in seen.first.items():
         steps.append((f"topic: {label}", at))
@@ -173,14 +153,9 @@ def run_once(args: argparse.Namespace, work: Path) -> tuple[list[tuple[str, floa
     """Run ``society run`` once; (timeline relative to its spawn, total seconds, command, exit code)."""
     society = args.society
     state_dir = work / "state"
-    env = dict(os.environ)
-    env.update(CLICKHOUSE_URL=f"chdb://{work / 'clickhouse'}", SOCIETY_STATE_DIR=str(state_dir))
-    env.pop("KAFKA_BOOTSTRAP", None)  # the local broker, as `make demo` has it
-    script = Path(sys.executable).with_name("society")  # the console script, as a user runs it
-    argv = [str(script)] if script.exists() else [sys.executable, "-m", "molt_society.society.cli"]
-    argv += ["run", "--society", society]
-    argv += ["--agents", str(args.agents), "--ticks", str(args.ticks), "--tick-seconds", "300"]
-    argv += [] if args.dashboard else ["--no-dashboard"]
+    env = society_env(work, drop=("KAFKA_BOOTSTRAP",))  # the local broker, as `make demo` has it
+    argv = society_command()  # the console script, as a user runs it
+    argv += run_args(society, args.agents, args.ticks, "300", *([] if args.dashboard else ["--no-dashboard"]))
     command = " ".join(["society", *argv[argv.index("run") :]])
     seen = Seen()
     began = time.time()
@@ -242,15 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="society-bench-startup-"))
     try:
         steps, total, command, code = run_once(args, work)
-        m = machine_info()
-        machine = f"{m['cpu']}, {m['nproc']} cores, {m['ram']}, Python {m['python']}"
-        block = markdown(steps, total, command, machine)
+        block = markdown(steps, total, command, machine_line(python=True))
         print(block)
         if code != 0:
             print(f"society run exited with {code}; its output: {work / 'society-run.out'}", file=sys.stderr)
             return 1
         if not args.no_write:
-            write_markdown(args.out, block, BEGIN, END)
+            write_section(args.out, block, BEGIN, END)
             print(f"wrote {args.out}", file=sys.stderr)
         return 0
     finally:
