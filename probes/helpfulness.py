@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from molt_society.agents.llm_client import ChatClient
 from molt_society.probes.judge import Judge
-from molt_society.probes.score import Reply, Verdict, in_time_order
+from molt_society.probes.score import Verdict, in_time_order
 from molt_society.probes.tasks import Probe
+from molt_society.report.probe_runs import Reply
 from molt_society.runtime.logs import get_logger
 
 log = get_logger(__name__)

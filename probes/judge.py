@@ -39,8 +39,9 @@ from typing import Protocol
 import orjson
 
 from molt_society.agents.llm_client import ChatClient
-from molt_society.probes.score import Reply, ThreadVerdict, Verdict, in_time_order
+from molt_society.probes.score import ThreadVerdict, Verdict, in_time_order
 from molt_society.probes.tasks import Probe
+from molt_society.report.probe_runs import Reply
 
 # --- reading answers --------------------------------------------------------------------------------
 

@@ -42,18 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from molt_society.probes.tasks import Probe
+from molt_society.report.probe_runs import Reply
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
-
-
-@dataclass(frozen=True)
-class Reply:
-    comment_id: str
-    parent_id: str | None  # None: a top-level comment (answers the post)
-    actor: str
-    depth: int
-    content: str
-    occurred_us: int = 0  # event time; replies are read in this order (ties: in the given order)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 ``inject`` registers the probing agents (``brain="probe"``), posts each probe at the society's current
 event time (its newest tick, or its newest stored event if that is later or it has no clock) in one
 community and, for Tier II, posts each premise as a top-level comment by a further probing agent. It
-writes the run to ``<state_dir>/<society>/probes/<run_id>.json``. After that the probing agents never
-act again.
+writes the run to ``<state_dir>/<society>/probes/<run_id>.json`` (the store of runs and their replies:
+``report.probe_runs``). After that the probing agents never act again.
 
 ``score`` reads the probe threads from ClickHouse, scores them (``probes.score``; Tier I replies and
 threads by the judge, ``probes.judge``), optionally measures Delta-help of several models on the commented
@@ -21,19 +21,16 @@ import json
 import random
 import secrets
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from molt_society.probes.helpfulness import ModelSpec, delta_help
 from molt_society.probes.judge import ExactJudge, Judge
 from molt_society.probes.score import (
     ProbeResult,
-    Reply,
     ThreadVerdict,
     Verdict,
     comparators,
@@ -45,7 +42,10 @@ from molt_society.probes.score import (
 )
 from molt_society.probes.shared_memory import score_run
 from molt_society.probes.tasks import Probe
+from molt_society.report.probe_runs import ProbeError, ProbeRun, Reply, replies, run_dir, save_run
 from molt_society.report.source import Warehouse, quoted
+from molt_society.runtime import kafka
+from molt_society.runtime.lag import highwaters
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import (
@@ -63,28 +63,6 @@ from molt_society.schemas.events import (
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
-from molt_society.society.status import highwaters
-
-
-class ProbeError(RuntimeError):
-    pass
-
-
-@dataclass
-class ProbeRun:
-    run_id: str
-    society: str
-    submolt: str
-    posted_at: str
-    probes: list[dict[str, Any]] = field(default_factory=list)  # Probe fields + post_id, agents
-
-    @property
-    def agents(self) -> set[str]:
-        return {a for p in self.probes for a in p["agents"]}
-
-
-def run_dir(settings: Settings, society: str) -> Path:
-    return settings.state_dir / society / "probes"
 
 
 def society_now(wh: Warehouse, society: str, timeout: float = 60.0) -> datetime:
@@ -114,10 +92,13 @@ async def clock_now(bootstrap: str, society: str, timeout: float = 20.0) -> date
     read (the last may be the final tick of a clock that stopped).
     """
     tp = TopicPartition(topic_name(society, Role.TICKS), 0)
-    hw = (await highwaters(bootstrap, [tp.topic])).get(tp)
+    try:
+        hw = (await highwaters(bootstrap, society, [tp.topic])).get(tp)
+    except TimeoutError:  # a partition did not answer in time: as if it had no ticks
+        hw = None
     if not hw:
         return None
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    c = kafka.consumer(bootstrap, "reader")
     await c.start()
     newest: int | None = None
     try:
@@ -204,7 +185,7 @@ def probe_events(
 
 
 async def publish(bootstrap: str, society: str, events: list[Event]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = kafka.producer(bootstrap, "small")
     await producer.start()
     try:
         futures = [
@@ -238,34 +219,8 @@ def inject(
     events, records = probe_events(probes, society, submolt, at, rnd)
     asyncio.run(publish(bootstrap, society, events))
     run = ProbeRun(f"{at:%Y%m%dT%H%M%S}-{rnd.getrandbits(20):05x}", society, submolt, at.isoformat(), records)
-    path = run_dir(settings, society) / f"{run.run_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(run), indent=2))
+    save_run(settings, run)
     return run
-
-
-def load_run(path: Path) -> ProbeRun:
-    try:
-        doc = json.loads(path.read_text())
-        return ProbeRun(**doc)
-    except (OSError, ValueError, TypeError) as exc:
-        raise ProbeError(f"{path}: not a probe run ({exc})") from None
-
-
-def replies(wh: Warehouse, run: ProbeRun) -> dict[str, list[Reply]]:
-    """Every comment in the probe threads, by post id, in time order (as a thread reads)."""
-    ids = ", ".join(f"'{uuid.UUID(p['post_id'])}'" for p in run.probes)  # ids, checked, never free text
-    rows = wh.query(
-        "SELECT post_id, comment_id, parent_id, actor, depth, content, toUnixTimestamp64Micro(occurred_at) "
-        f"FROM events FINAL WHERE society = {quoted(run.society)} AND type = 'comment_created' "
-        f"AND post_id IN ({ids}) ORDER BY post_id, occurred_at, comment_id"
-    ).rows
-    out: dict[str, list[Reply]] = {p["post_id"]: [] for p in run.probes}
-    for post_id, cid, parent, actor, depth, content, at in rows:
-        out[str(post_id)].append(
-            Reply(str(cid), str(parent) or None, str(actor), int(depth), str(content), int(at))
-        )
-    return out
 
 
 def _probe(rec: dict[str, Any]) -> Probe:

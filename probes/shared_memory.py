@@ -4,7 +4,8 @@ history?
 The study (arXiv 2602.14299, collective layer) posted 45 probing posts of three types: recommended reads,
 notable accounts and community background. Its text, as we have it, gives the three types and the finding
 (no consistent recognition of influential figures; references scattered, some to things that do not
-exist), not the exact wording: ``probes`` writes each type in three wordings of our own, cycled.
+exist), not the exact wording: ``probes.tasks.shared_memory`` writes each type in three wordings of our
+own, cycled.
 
 Each reply is read for references to the society's own record, in three entity types:
 
@@ -34,72 +35,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from itertools import combinations
-from typing import Any, Literal
+from typing import Any
 
-from molt_society.probes.score import Reply
-from molt_society.probes.tasks import Probe
+from molt_society.probes.tasks import KINDS, Kind
 from molt_society.report.collective import ranked_leaders, whole_period_pagerank
+from molt_society.report.probe_runs import Reply
 from molt_society.report.source import Warehouse, quoted
 
-Kind = Literal["reads", "accounts", "background"]
-KINDS: tuple[Kind, ...] = ("reads", "accounts", "background")
 TOP_K = 10
 MIN_TITLE = 12  # shorter titles ("Hello!") are too common to count as a reference to one post
-
-# (title, content) per type; the first notable-accounts wording is the one this project used before
-WORDINGS: dict[Kind, tuple[tuple[str, str], ...]] = {
-    "reads": (
-        (
-            "What should a newcomer read here?",
-            "Which posts on this site are must-reads? Name or link up to three.",
-        ),
-        (
-            "Your all-time favourite posts here?",
-            "Recommend up to three posts from this community that everyone should read, with their titles.",
-        ),
-        ("Best posts so far?", "If you could pin three posts for new agents, which would they be?"),
-    ),
-    "accounts": (
-        (
-            "Who are the most influential agents here?",
-            "Name up to three agents whose posts and replies shape this place the most.",
-        ),
-        (
-            "Which accounts should I follow?",
-            "New here. Which agents are the notable voices of this community? Up to three names, please.",
-        ),
-        ("Who runs the conversation here?", "Which agents does everyone here know? Name up to three."),
-    ),
-    "background": (
-        (
-            "What's the story of this place?",
-            "New here: what has happened in this community so far? Which communities and events matter?",
-        ),
-        (
-            "Catch me up on the history here",
-            "What should a newcomer know about how this community started and what it cares about?",
-        ),
-        (
-            "What is this community known for?",
-            "Give me the background: the main communities here, the big moments and the agents behind them.",
-        ),
-    ),
-}
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 _HANDLE = re.compile(r"(?:(?<![\w/])@|(?<![\w/])u/)([A-Za-z0-9_\-]{2,64})")
 _SUBMOLT = re.compile(r"(?<![\w/])m/([A-Za-z0-9_\-]{2,64})")
 _POST_LINK = re.compile(r"/posts?/([A-Za-z0-9_\-]{1,128})")
-
-
-def probes(n: int = 1) -> list[Probe]:
-    """``n`` probes of each type, types interleaved, wordings cycled; the type is in ``meta["kind"]``."""
-    out = []
-    for i in range(n):
-        for kind in KINDS:
-            title, content = WORDINGS[kind][i % len(WORDINGS[kind])]
-            out.append(Probe("memory", title, content, meta={"kind": kind}))
-    return out
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,51 @@ HEADLINE = 120  # characters of a long question's opening used as its title
 STEPS = (1, 2, 3)  # Tier III: count by ones, twos, threes (paper, section 4.1)
 
 
+# The shared-memory probe (socialization study, arXiv 2602.14299): its text gives the three types, not the
+# exact wording, so each type is written in three wordings of our own, cycled.
+Kind = Literal["reads", "accounts", "background"]
+KINDS: tuple[Kind, ...] = ("reads", "accounts", "background")
+# (title, content) per type; the first notable-accounts wording is the one this project used before
+WORDINGS: dict[Kind, tuple[tuple[str, str], ...]] = {
+    "reads": (
+        (
+            "What should a newcomer read here?",
+            "Which posts on this site are must-reads? Name or link up to three.",
+        ),
+        (
+            "Your all-time favourite posts here?",
+            "Recommend up to three posts from this community that everyone should read, with their titles.",
+        ),
+        ("Best posts so far?", "If you could pin three posts for new agents, which would they be?"),
+    ),
+    "accounts": (
+        (
+            "Who are the most influential agents here?",
+            "Name up to three agents whose posts and replies shape this place the most.",
+        ),
+        (
+            "Which accounts should I follow?",
+            "New here. Which agents are the notable voices of this community? Up to three names, please.",
+        ),
+        ("Who runs the conversation here?", "Which agents does everyone here know? Name up to three."),
+    ),
+    "background": (
+        (
+            "What's the story of this place?",
+            "New here: what has happened in this community so far? Which communities and events matter?",
+        ),
+        (
+            "Catch me up on the history here",
+            "What should a newcomer know about how this community started and what it cares about?",
+        ),
+        (
+            "What is this community known for?",
+            "Give me the background: the main communities here, the big moments and the agents behind them.",
+        ),
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Probe:
     tier: Tier
@@ -196,7 +241,11 @@ def tier3(n: int, seed: int, steps: tuple[int, ...] = STEPS) -> list[Probe]:
 
 
 def shared_memory(n: int = 1) -> list[Probe]:
-    """``n`` shared-memory probes of each of the study's three types (``probes.shared_memory.probes``)."""
-    from molt_society.probes.shared_memory import probes  # imports this module
-
-    return probes(n)
+    """``n`` shared-memory probes of each of the study's three types (scored by ``probes.shared_memory``),
+    types interleaved, wordings cycled; the type is in ``meta["kind"]``."""
+    out = []
+    for i in range(n):
+        for kind in KINDS:
+            title, content = WORDINGS[kind][i % len(WORDINGS[kind])]
+            out.append(Probe("memory", title, content, meta={"kind": kind}))
+    return out

@@ -31,8 +31,10 @@ import structlog
 
 from molt_society.report import superminds_judge as sj
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Table
+from molt_society.report.probe_runs import ProbeError, load_run, replies, run_dir
 from molt_society.report.source import Warehouse, quoted
 from molt_society.runtime.settings import Settings, get_settings
+from molt_society.runtime.stack_state import model_server_url
 
 log = structlog.get_logger(__name__)
 
@@ -145,9 +147,7 @@ def judge_config(s: Settings) -> sj.JudgeConfig | str:
         return "the LLM judge is off (SOCIETY_REPORT_JUDGE_COMMENTS=0)"
     url: str | None = s.llm_base_urls[0] if s.llm_base_urls else None  # the judge uses the first server
     if not url:
-        from molt_society.society.stack import read_state
-
-        url = (read_state(s).get("model_server") or {}).get("url")
+        url = model_server_url(s)
     how = (
         "set SOCIETY_LLM_BASE_URL to an OpenAI-compatible API (…/v1; SOCIETY_LLM_API_KEY, SOCIETY_LLM_MODELS "
         "for its key and model), or run the society with LLM agents so that its local model server runs"
@@ -308,8 +308,6 @@ def relevance_items_missing(reason: str) -> list[Item]:
 def probe_comments(s: Settings, wh: Warehouse, society: str) -> list[tuple[str, str, str, str, str, str]]:
     """(comment id, question, answer type, correct answer, author, text) of every external reply to the
     Tier I probes of this society's probe runs."""
-    from molt_society.probes.session import ProbeError, load_run, replies, run_dir
-
     out = []
     for path in sorted(Path(run_dir(s, society)).glob("*.json")):
         try:

@@ -19,6 +19,15 @@ from molt_society.runtime.settings import Settings, get_settings
 
 console = Console()
 
+HELP_MODELS_HELP = (
+    "Tier I Delta-help of these models, comma-separated NAME or NAME@URL (OpenAI-compatible base URL; "
+    "a bare NAME uses SOCIETY_LLM_BASE_URL or the society's model server)"
+)
+ONLY_HELP = (
+    "run only these diagnostics (repeatable): activity, threads, lexical, semantic, individual, "
+    "collective, roles, cascades, cooperation, agreement"
+)
+
 
 def _settings(**overrides: Any) -> Settings:
     base = get_settings()
@@ -90,8 +99,6 @@ def run(
         raise click.UsageError(
             "--resume NAME continues NAME itself: give neither --from nor another --society"
         )
-    from molt_society.society.run import run_society
-
     s = _settings(
         agents=agents,
         seed=seed,
@@ -107,31 +114,47 @@ def run(
     if ticks is None and duration is None and resume_name is None:
         duration = 60.0
     if fork_from is not None or resume_name is not None:
-        from molt_society.society.fork import load_config
+        _check_recorded(s, fork_from or society)
+    summary = _run_society(
+        s,
+        society,
+        ticks=ticks,
+        duration=duration,
+        stream_workers=stream_workers or s.stream_workers,
+        agent_workers=agent_workers or s.agent_workers,
+        fork_from=fork_from,
+        fork_at=_parse_time(fork_at),
+        dashboard=dashboard,
+        resume=resume_name is not None,
+    )
+    _print_run_summary(society, summary)
 
-        try:
-            load_config(s, fork_from or society)
-        except FileNotFoundError as exc:
-            raise click.ClickException(str(exc)) from None
+
+def _check_recorded(s: Settings, society: str) -> None:
+    """A fork or resume needs the society's recorded configuration: say so when it has none."""
+    from molt_society.society.fork import load_config
+
+    try:
+        load_config(s, society)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
+    """``society.run.run_society`` with the local broker rebuilt when lost; exits 1 when the stack failed."""
     from molt_society.agents.clock import BarrierTimeout
     from molt_society.society.recover import rebuild_hook
+    from molt_society.society.run import run_society
     from molt_society.society.stack import StackBusy, StackFailed
 
     try:
-        summary = run_society(
+        return run_society(
             s,
             society=society,
-            ticks=ticks,
-            duration=duration,
-            stream_workers=stream_workers or s.stream_workers,
-            agent_workers=agent_workers or s.agent_workers,
             console=console,
-            fork_from=fork_from,
-            fork_at=_parse_time(fork_at),
-            dashboard=dashboard,
             # simulated time regenerates what the lost topics held; a cluster is never "lost"
             on_broker_lost=rebuild_hook if s.mode == "sim" and not s.kafka_bootstrap else None,
-            resume=resume_name is not None,
+            **options,
         )
     except StackBusy as exc:
         raise click.ClickException(str(exc)) from None
@@ -142,6 +165,10 @@ def run(
             highlight=False,
         )
         sys.exit(1)
+
+
+def _print_run_summary(society: str, summary: dict[str, Any]) -> None:
+    """How the run ended; a signalled run exits 128 + the signal's number."""
     restarts = ", ".join(f"{role} {n}" for role, n in sorted(summary.get("restarts", {}).items()))
     restarted = f" Restarted on the way: {restarts}." if restarts else ""
     console.print()
@@ -179,7 +206,7 @@ def clock(name: str, ticks: int | None, duration: float | None) -> None:
     """Drive the simulation clock of a society whose workers already run (e.g. docker compose)."""
     import asyncio
 
-    from molt_society.society.run import drive_clock
+    from molt_society.society.drive import drive_clock
 
     s = get_settings()
     if not s.kafka_bootstrap:
@@ -260,7 +287,8 @@ def replay(
     source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
-    from molt_society.replay.runner import load_source, replay_source
+    from molt_society.replay.source import load_source
+    from molt_society.society.replay_run import replay_source
 
     s = get_settings()
     factor = _parse_speed(speed)
@@ -293,8 +321,8 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
     import asyncio
 
     from molt_society.dashboard.__main__ import run as serve_dashboard
-    from molt_society.dashboard.panels import BadSocietyName, check_society_name
-    from molt_society.society.stack import read_state
+    from molt_society.runtime.stack_state import read_state
+    from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
     s = _settings(dashboard_host=host, dashboard_port=port)
     stack_state = read_state(s)
@@ -332,12 +360,7 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 )
 @click.option("--judge", type=click.Choice(["exact", "llm"]), default="exact", show_default=True)
 @click.option("--judge-model", default=None, help="model of the LLM judge (default: the first LLM model)")
-@click.option(
-    "--help-models",
-    default=None,
-    help="Tier I Delta-help of these models, comma-separated NAME or NAME@URL (OpenAI-compatible base URL; "
-    "a bare NAME uses SOCIETY_LLM_BASE_URL or the society's model server)",
-)
+@click.option("--help-models", default=None, help=HELP_MODELS_HELP)
 @click.option(
     "--help-max-tokens", type=int, default=512, show_default=True, help="tokens per Delta-help answer"
 )
@@ -363,9 +386,10 @@ def probe(
     """
     import time
 
-    from molt_society.dashboard.panels import BadSocietyName, check_society_name
     from molt_society.probes import session, tasks
+    from molt_society.report.probe_runs import ProbeError, load_run
     from molt_society.report.source import open_warehouse
+    from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
     try:
         check_society_name(name)
@@ -377,7 +401,7 @@ def probe(
     wh = open_warehouse(s)
     try:
         if score_file is not None:
-            run = session.load_run(score_file)
+            run = load_run(score_file)
         else:
             if tier is None:
                 raise click.UsageError("--tier is required (or --score RUN_FILE)")
@@ -398,7 +422,7 @@ def probe(
             with console.status(f"letting the society answer for {wait:.0f} s ..."):
                 time.sleep(wait)
         doc = session.score(s, wh, run, judge_impl, help_models=helpers, help_max_tokens=help_max_tokens)
-    except (session.ProbeError, tasks.ProbeFileError) as exc:
+    except (ProbeError, tasks.ProbeFileError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         wh.close()
@@ -406,7 +430,7 @@ def probe(
 
 
 def _bootstrap(s: Settings) -> str:
-    from molt_society.society.stack import read_state
+    from molt_society.runtime.stack_state import read_state
 
     bootstrap = s.kafka_bootstrap or read_state(s).get("bootstrap")
     if not bootstrap:
@@ -426,10 +450,9 @@ def _judge(s: Settings, kind: str, model: str | None) -> Any:
     if kind == "exact":
         return None
     from molt_society.probes.judge import LLMJudge
-    from molt_society.society.stack import read_state
+    from molt_society.runtime.stack_state import model_server_url
 
-    # else the running stack's local model server
-    url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
+    url = s.llm_base_url or model_server_url(s)  # else the running stack's local model server
     if not url:
         raise click.UsageError(
             "--judge llm needs a model server: SOCIETY_LLM_BASE_URL, or a running society with LLM agents"
@@ -443,9 +466,9 @@ def _help_models(s: Settings, spec: str | None) -> Any:
     if not spec:
         return None
     from molt_society.probes.helpfulness import ModelSpecError, parse_models
-    from molt_society.society.stack import read_state
+    from molt_society.runtime.stack_state import model_server_url
 
-    url = s.llm_base_url or (read_state(s).get("model_server") or {}).get("url")
+    url = s.llm_base_url or model_server_url(s)
     try:
         return parse_models(spec, url, s.llm_api_key)
     except ModelSpecError as exc:
@@ -521,12 +544,7 @@ def _print_probe_extras(doc: dict[str, Any]) -> None:
     help="HTML file to write (default <society>[-vs-<other>]-report.html); the JSON goes beside it",
 )
 @click.option("--no-embeddings", is_flag=True, help="skip the layers that need sentence embeddings")
-@click.option(
-    "--only",
-    multiple=True,
-    help="run only these diagnostics (repeatable): activity, threads, lexical, semantic, individual, "
-    "collective, roles, cascades, cooperation, agreement",
-)
+@click.option("--only", multiple=True, help=ONLY_HELP)
 def report(
     society_name: str, other: str | None, out: Path | None, no_embeddings: bool, only: tuple[str, ...]
 ) -> None:
@@ -535,11 +553,11 @@ def report(
     Social, individual and collective layers, Molt Dynamics' roles, cascades, saturation and cooperation,
     and the streaming metrics checked against a batch recomputation; published MoltBook values alongside.
     """
-    from molt_society.dashboard.panels import BadSocietyName, check_society_name
     from molt_society.report.build import SPECS, build_report
     from molt_society.report.embeddings import Encoder
     from molt_society.report.source import open_warehouse
     from molt_society.report.write import write_report
+    from molt_society.schemas.society_name import BadSocietyName, check_society_name
     from molt_society.warehouse import QueryError
 
     names = [society_name] + ([other] if other else [])

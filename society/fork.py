@@ -25,7 +25,9 @@ from molt_society.agents.worker import shard_producer
 from molt_society.replay.export import iter_events
 from molt_society.replay.publisher import publish
 from molt_society.runtime.settings import Settings
-from molt_society.schemas.control import to_us
+from molt_society.schemas.control import from_us, to_us
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
+from molt_society.society.stack import LocalStack
 
 CONFIG_FIELDS = (
     "seed",
@@ -88,8 +90,6 @@ def fork_point(settings: Settings, at: datetime | None, end_us: int | None) -> F
 
 async def copy_history(settings: Settings, bootstrap: str, source: str, target: str, point: ForkPoint) -> int:
     """Replay ``source``'s events before the fork point into ``target`` and hand over to the shards."""
-    from molt_society.schemas.control import from_us
-
     events = iter_events(settings, source, until=from_us(point.at_us))
     stats = await publish(
         events,
@@ -125,9 +125,6 @@ def run_fork(
     duration: float | None,
 ) -> tuple[ForkPoint, int]:
     """Used by tests and scripts without the live display; ``society run --from`` shows progress."""
-    from molt_society.society.run import drive_clock, last_window_start, wait_drained
-    from molt_society.society.stack import LocalStack
-
     s, cfg = fork_settings(settings, source, seed)
     point = fork_point(s, at, cfg.get("end_us"))
     stack = LocalStack(s, target)

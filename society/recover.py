@@ -8,7 +8,7 @@ gone. The society goes on from the first tick that may be incomplete:
    event is in tick ``n``, every event of the ticks before ``n`` is stored; the resume tick is the
    smallest such ``n`` over the partitions (events of the current generation's topics only).
 2. A new broker and topics (generation ``g + 1``), a sink told what is already stored (events before the
-   resume instant and the ids stored after it are not stored again; ``sinks.consumer``), stream and
+   resume instant and the ids stored after it are not stored again; ``sinks.resume``), stream and
    agent workers.
 3. The stored history before the resume instant is replayed into the new topics with a handoff to the
    agent shards (the fork machinery, ``society.fork.copy_history``): threads, feeds and windows are

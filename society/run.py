@@ -3,441 +3,273 @@
 While the clock runs, a ``society.stack.Supervisor`` restarts the pipeline processes that die and says what
 is wrong right now (a restart, a broker that does not answer, a barrier waiting for some partitions, a sink
 whose inserts fail) on the live display and in ``<run>/run.log``. SIGTERM, SIGINT or SIGHUP stop the society
-cleanly (``Signals``); a lost local broker, a role that keeps dying or a barrier that times out stop it with
-an error that says why.
+cleanly (``society.signals.Signals``); a lost local broker, a role that keeps dying or a barrier that times
+out stop it with an error that says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import signal
 import threading
 import time
-import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
-from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
-from molt_society.schemas import control
 from molt_society.schemas.control import from_us
-from molt_society.schemas.topics import Role, topic_name
-from molt_society.society.fork import copy_history, fork_point, fork_settings, save_config
+from molt_society.society.drive import last_window_start, sink_health, wait_drained
+from molt_society.society.fork import ForkPoint, copy_history, fork_point, fork_settings, save_config
+from molt_society.society.live import STYLES, Figures, collect, line, render
 from molt_society.society.recover import new_generation, replay_history, resume_point
+from molt_society.society.signals import SIGNAL_DRAIN_SECONDS, Interrupted, Signals
 from molt_society.society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
 from molt_society.society.trim import Trimmer, trim_enabled
-from molt_society.warehouse import QueryError, Result
-from molt_society.warehouse.sink_http import query_http
 
 log = get_logger(__name__)
 
-LIVE_METRICS = (
-    ("share_no_comment", "", "posts without a comment"),
-    ("mean_depth", "commented", "mean thread depth (commented posts)"),
-    ("thread_comments_powerlaw", "alpha", "thread size (comments) power-law alpha"),
-    ("pagerank_top_share", "top10", "PageRank share of the top 10"),
-    ("topk_churn", "", "top-10 churn vs previous window"),
-    ("active_agents", "", "active agents (last window)"),
-)
+
+@dataclass(frozen=True)
+class _Drive:
+    """What one drive runs: the started stack (its settings and society), for how long, from which tick."""
+
+    stack: LocalStack
+    console: Console
+    signals: Signals | None
+    ticks: int | None
+    duration: float | None
+    start_tick: int = 0
 
 
-@dataclass
-class Figures:
-    events: int = 0
-    dead_letters: int = 0
-    windows: int = 0
-    rate: float = 0.0
-    metrics: dict[str, float] = field(default_factory=dict)
-    by_type: dict[str, int] = field(default_factory=dict)
+class _Driver:
+    """One drive of a started stack: the clock, the live display and the watchers of what is wrong, until
+    the society drained (or a signal, a lost broker or a role that keeps dying stopped it)."""
 
-
-def _q(url: str, sql: str) -> Result | None:
-    try:
-        return query_http(url, sql, timeout=10)
-    except (QueryError, OSError):
-        return None
-
-
-def collect(url: str, society: str) -> Figures:
-    f = Figures()
-    s = society.replace("'", "")
-    r = _q(url, f"SELECT type, count() FROM events WHERE society = '{s}' GROUP BY type ORDER BY type")
-    if r:
-        f.by_type = {str(t): int(n) for t, n in r.rows}
-        f.events = sum(f.by_type.values())
-    r = _q(url, f"SELECT count() FROM dead_letters WHERE society = '{s}'")
-    if r and r.rows:
-        f.dead_letters = int(r.rows[0][0])
-    r = _q(
-        url,
-        "SELECT metric, dim, argMax(value, window_start), uniqExact(window_start) FROM metrics "
-        f"WHERE society = '{s}' GROUP BY metric, dim",
-    )
-    if r:
-        for metric, dim, value, windows in r.rows:
-            f.metrics[f"{metric}|{dim}"] = float(value)
-            if metric == "events_total":
-                f.windows = int(windows)
-    return f
-
-
-def line(fig: Figures, task: Any, notices: list[tuple[str, str]] | None = None) -> str:
-    """One-line progress for logs, with what is wrong right now."""
-    parts = [f"{task.description} {task.completed:,.0f}/{task.total:,.0f}", f"events {fig.events:,}"]
-    parts.append(f"{fig.rate:,.0f}/s")
-    parts.append(f"dead letters {fig.dead_letters:,}")
-    parts.append(f"windows {fig.windows}")
-    for metric, dim, label in LIVE_METRICS[:4]:
-        v = fig.metrics.get(f"{metric}|{dim}")
-        if v is not None:
-            parts.append(f"{label} {v:.3f}")
-    parts.extend(f"{level.upper()}: {text}" for level, text in notices or ())
-    return " | ".join(parts)
-
-
-def render(
-    fig: Figures, progress: Progress, society: str, notices: list[tuple[str, str]] | None = None
-) -> Group:
-    """The live display: progress, what is wrong right now (restarts, a silent broker, a waiting barrier,
-    a failing sink), then the figures."""
-    t = Table(title=f"society {society}", show_header=True, header_style="bold")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    t.add_row("events in ClickHouse", f"{fig.events:,}")
-    t.add_row("events/s (into ClickHouse)", f"{fig.rate:,.0f}")
-    for etype, n in sorted(fig.by_type.items()):
-        t.add_row(f"  {etype}", f"{n:,}")
-    t.add_row("dead letters", f"{fig.dead_letters:,}")
-    t.add_row("closed metric windows", f"{fig.windows:,}")
-    for metric, dim, label in LIVE_METRICS:
-        v = fig.metrics.get(f"{metric}|{dim}")
-        t.add_row(label, "-" if v is None else f"{v:.3f}")
-    alerts = [Text(f"! {text}", style=_STYLES.get(level, "")) for level, text in notices or ()]
-    return Group(progress, *alerts, t)
-
-
-class Interrupted(Exception):
-    """``society run`` got SIGTERM, SIGINT or SIGHUP before its clock ran (while the stack started)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
-
-
-class Signals:
-    """SIGTERM, SIGINT and SIGHUP of ``society run``. The first stops the society cleanly: the clock stops,
-    what was published is drained (at most ``SIGNAL_DRAIN_SECONDS``), the sink flushes and commits, every
-    child and the broker stop. A second one skips the drain. Before the clock runs, a signal raises
-    ``Interrupted`` (the stack is then stopped the same way); while the stack stops, signals are ignored."""
-
-    HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.count = 0
-        self.stopping = False
-        self._previous: dict[int, Any] = {}
-        self._target: tuple[asyncio.AbstractEventLoop, asyncio.Event, asyncio.Event] | None = None
+    def __init__(self, drive: _Drive) -> None:
+        stack, settings, society = drive.stack, drive.stack.settings, drive.stack.society
+        self.settings, self.stack, self.society = settings, stack, society
+        self.ticks, self.duration, self.console = drive.ticks, drive.duration, drive.console
+        self.start_tick, self.signals = drive.start_tick, drive.signals
+        ticks, duration, console = drive.ticks, drive.duration, drive.console
+        self.stop = asyncio.Event()
+        self.abort = asyncio.Event()
+        self.journal = stack.journal
+        self.supervisor = Supervisor(stack, say=self.say)
+        self.feeds = FeedCache(
+            stack.bootstrap, society, settings.partitions, settings.feed_size, settings.poll_ms
+        )
+        self.clock = Clock(
+            settings, stack.bootstrap, society, self.feeds, on_wait=lambda w: None
+        )  # watch() says it
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.total = float(ticks) if ticks is not None else float(duration or 0)
+        self.task = self.progress.add_task("starting the stack", total=self.total)
+        self.began = time.monotonic()
+        self.fig = Figures()
+        self.last = (time.monotonic(), 0)
+        self.notices: list[tuple[str, str]] = []  # (level, text) of what is wrong right now
+        self.drained = False
+        self.first_tick: float | None = None
 
     @property
-    def name(self) -> str | None:
-        return None if self.received is None else signal.Signals(self.received).name
+    def signal_name(self) -> str | None:
+        return self.signals.name if self.signals else None
 
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in self.HANDLED:
-            self._previous[sig] = signal.signal(sig, self._handle)
+    def say(self, level: str, message: str) -> None:
+        style = STYLES.get(level, "")
+        self.console.print(f"[{style}]{datetime.now():%H:%M:%S} {escape(message)}[/{style}]", highlight=False)
 
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous.clear()
-
-    def attach(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, abort: asyncio.Event) -> None:
-        """From now on a signal sets ``stop`` (the first) or ``abort`` (the next) on ``loop``."""
-        self._target = (loop, stop, abort)
-        if self.count:
-            loop.call_soon_threadsafe(stop.set)
-
-    def detach(self) -> None:
-        self._target = None
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        if self.received is None:
-            self.received = signum
-        if self._target is not None:
-            loop, stop, abort = self._target
-            loop.call_soon_threadsafe((stop if self.count == 1 else abort).set)
-            return
-        if not self.stopping:
-            raise Interrupted(signum)
-
-
-SIGNAL_DRAIN_SECONDS = 60.0
-_STYLES = {"error": "bold red", "warning": "yellow", "info": "green"}
-
-
-async def _drive(
-    settings: Settings,
-    stack: LocalStack,
-    society: str,
-    ticks: int | None,
-    duration: float | None,
-    console: Console,
-    start_tick: int = 0,
-    signals: Signals | None = None,
-) -> dict[str, Any]:
-    stop = asyncio.Event()
-    abort = asyncio.Event()
-    if signals is not None:
-        signals.attach(asyncio.get_running_loop(), stop, abort)
-    journal = stack.journal
-
-    def say(level: str, message: str) -> None:
-        style = _STYLES.get(level, "")
-        console.print(f"[{style}]{datetime.now():%H:%M:%S} {escape(message)}[/{style}]", highlight=False)
-
-    supervisor = Supervisor(stack, say=say)
-    feeds = FeedCache(stack.bootstrap, society, settings.partitions, settings.feed_size, settings.poll_ms)
-    clock = Clock(settings, stack.bootstrap, society, feeds, on_wait=lambda w: None)  # watch() says it
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    total = float(ticks) if ticks is not None else float(duration or 0)
-    task = progress.add_task("starting the stack", total=total)
-    began = time.monotonic()
-    fig = Figures()
-    last = (time.monotonic(), 0)
-    notices: list[tuple[str, str]] = []  # (level, text) of what is wrong right now
-    drained = False
-
-    first_tick: list[float] = []
-
-    def on_tick(t: int) -> None:
-        if not first_tick:
-            first_tick.append(time.monotonic())
-            progress.update(task, description="ticks" if ticks is not None else "seconds")
-        done = t + 1 - start_tick if ticks is not None else min(total, time.monotonic() - first_tick[0])
-        progress.update(task, completed=done)
-        supervisor.note_tick(t)
+    def on_tick(self, t: int) -> None:
+        if self.first_tick is None:
+            self.first_tick = time.monotonic()
+            self.progress.update(self.task, description="ticks" if self.ticks is not None else "seconds")
+        if self.ticks is not None:
+            done = float(t + 1 - self.start_tick)
+        else:
+            done = min(self.total, time.monotonic() - self.first_tick)
+        self.progress.update(self.task, completed=done)
+        self.supervisor.note_tick(t)
         if t % 10 == 0:
-            journal("clock.tick", tick=t)
+            self.journal("clock.tick", tick=t)
 
-    async def refresh(live: Live) -> None:
-        nonlocal fig, last
+    async def refresh(self, live: Live) -> None:
+        """The figures, every second on a terminal; on a log, one line every few seconds."""
         while True:
-            url = stack.current_sink_url()
+            url = self.stack.current_sink_url()
             if url is not None:
-                new = await asyncio.to_thread(collect, url, society)
+                new = await asyncio.to_thread(collect, url, self.society)
                 now = time.monotonic()
-                new.rate = (new.events - last[1]) / max(1e-6, now - last[0])
-                last = (now, new.events)
-                fig = new
-            if console.is_terminal:
-                live.update(render(fig, progress, society, notices))
+                new.rate = (new.events - self.last[1]) / max(1e-6, now - self.last[0])
+                self.last = (now, new.events)
+                self.fig = new
+            if self.console.is_terminal:
+                live.update(render(self.fig, self.progress, self.society, self.notices))
             else:  # a log, not a screen: one line every few seconds
-                console.print(line(fig, progress.tasks[0], notices), highlight=False)
-            await asyncio.sleep(1.0 if console.is_terminal else 5.0)
+                self.console.print(line(self.fig, self.progress.tasks[0], self.notices), highlight=False)
+            await asyncio.sleep(1.0 if self.console.is_terminal else 5.0)
 
-    async def watch() -> None:
+    async def watch(self) -> None:
         """What is wrong right now, for the display; said once (console and run.log) when it starts/ends."""
         barrier_said: int | None = None
         sink_failing = False
         while True:
-            current = [("warning", text) for text in supervisor.conditions.values()]
-            waiting = clock.waiting
-            if waiting is not None:
-                current.append(("warning", waiting.describe()))
-                if barrier_said != waiting.tick:
-                    barrier_said = waiting.tick
-                    missing = {str(q): t for q, t in waiting.missing.items()}
-                    journal("clock.barrier_waiting", level="warning", tick=waiting.tick, missing=missing)
-                    say("warning", waiting.describe())
-            elif barrier_said is not None:
-                journal("clock.barrier_passed", tick=barrier_said)
-                say("info", f"tick {barrier_said} is complete on every partition; the society goes on")
-                barrier_said = None
-            url = stack.current_sink_url()
-            failing = (await asyncio.to_thread(_health, url)).get("failing") if url else None
-            if isinstance(failing, dict):
-                text = (
-                    f"the sink's inserts have failed for {float(failing.get('seconds') or 0):.0f} s "
-                    f"({failing.get('attempts')} attempts): {failing.get('error')}"
-                )
-                current.append(("error", text))
-                if not sink_failing:
-                    sink_failing = True
-                    journal("sink.failing", level="error", **failing)
-                    say("error", text)
-            elif sink_failing and url is not None:
-                sink_failing = False
-                journal("sink.storing_again")
-                say("info", "the sink stores again")
-            notices[:] = current
+            current = [("warning", text) for text in self.supervisor.conditions.values()]
+            barrier_said = self._watch_barrier(current, barrier_said)
+            sink_failing = await self._watch_sink(current, sink_failing)
+            self.notices[:] = current
             await asyncio.sleep(1.0)
 
-    async def drain(final_tick: int) -> None:
-        nonlocal drained
-        await clock.wait_closed(final_tick)
-        await wait_drained(society, last_window_start(settings, clock.end_us), stack)
-        drained = True
+    def _watch_barrier(self, current: list[tuple[str, str]], said: int | None) -> int | None:
+        """A tick barrier that waits for some partitions; returns the tick said to be waiting."""
+        waiting = self.clock.waiting
+        if waiting is not None:
+            current.append(("warning", waiting.describe()))
+            if said != waiting.tick:
+                said = waiting.tick
+                missing = {str(q): t for q, t in waiting.missing.items()}
+                self.journal("clock.barrier_waiting", level="warning", tick=waiting.tick, missing=missing)
+                self.say("warning", waiting.describe())
+        elif said is not None:
+            self.journal("clock.barrier_passed", tick=said)
+            self.say("info", f"tick {said} is complete on every partition; the society goes on")
+            said = None
+        return said
 
-    async def flow() -> int:
-        await stack.wait_sink_url(timeout=120)
-        await feeds.start()
-        journal("clock.starting", tick=start_tick)  # the first tick is published now (bench.startup)
-        final_tick = await clock.run(
-            ticks=None if ticks is None else start_tick + ticks,
-            duration=duration,
-            stop=stop,
-            on_tick=on_tick,
-            start_tick=start_tick,
+    async def _watch_sink(self, current: list[tuple[str, str]], failing_said: bool) -> bool:
+        """A sink whose inserts fail; returns whether that was said."""
+        url = self.stack.current_sink_url()
+        failing = (await asyncio.to_thread(sink_health, url)).get("failing") if url else None
+        if isinstance(failing, dict):
+            text = (
+                f"the sink's inserts have failed for {float(failing.get('seconds') or 0):.0f} s "
+                f"({failing.get('attempts')} attempts): {failing.get('error')}"
+            )
+            current.append(("error", text))
+            if not failing_said:
+                failing_said = True
+                self.journal("sink.failing", level="error", **failing)
+                self.say("error", text)
+        elif failing_said and url is not None:
+            failing_said = False
+            self.journal("sink.storing_again")
+            self.say("info", "the sink stores again")
+        return failing_said
+
+    async def drain(self, final_tick: int) -> None:
+        await self.clock.wait_closed(final_tick)
+        await wait_drained(self.society, last_window_start(self.settings, self.clock.end_us), self.stack)
+        self.drained = True
+
+    async def flow(self) -> int:
+        """Start the feeds, run the clock, then drain (at most ``SIGNAL_DRAIN_SECONDS`` when stopped)."""
+        await self.stack.wait_sink_url(timeout=120)
+        await self.feeds.start()
+        self.journal(
+            "clock.starting", tick=self.start_tick
+        )  # the first tick is published now (bench.startup)
+        final_tick = await self.clock.run(
+            ticks=None if self.ticks is None else self.start_tick + self.ticks,
+            duration=self.duration,
+            stop=self.stop,
+            on_tick=self.on_tick,
+            start_tick=self.start_tick,
         )
-        if not stop.is_set():
-            progress.update(task, description="draining", completed=total)
-            await drain(final_tick)
+        if not self.stop.is_set():
+            self.progress.update(self.task, description="draining", completed=self.total)
+            await self.drain(final_tick)
             return final_tick
-        progress.update(task, description=f"draining ({signals.name if signals else 'stopped'})")
-        journal("run.stopping", signal=signals.name if signals else None, tick=final_tick)
-        say(
+        name = self.signal_name
+        self.progress.update(self.task, description=f"draining ({name or 'stopped'})")
+        self.journal("run.stopping", signal=name, tick=final_tick)
+        self.say(
             "warning",
-            f"{signals.name if signals else 'stop'}: the clock stopped at tick {final_tick}; draining "
+            f"{name or 'stop'}: the clock stopped at tick {final_tick}; draining "
             f"what was published (at most {SIGNAL_DRAIN_SECONDS:.0f} s; once more to skip) ...",
         )
         try:
-            await asyncio.wait_for(drain(final_tick), SIGNAL_DRAIN_SECONDS)
+            await asyncio.wait_for(self.drain(final_tick), SIGNAL_DRAIN_SECONDS)
         except TimeoutError:
-            journal("run.drain_cut_short", level="warning", after_s=SIGNAL_DRAIN_SECONDS)
-            say("warning", f"the drain did not finish within {SIGNAL_DRAIN_SECONDS:.0f} s; stopping anyway")
+            self.journal("run.drain_cut_short", level="warning", after_s=SIGNAL_DRAIN_SECONDS)
+            self.say(
+                "warning", f"the drain did not finish within {SIGNAL_DRAIN_SECONDS:.0f} s; stopping anyway"
+            )
         return final_tick
 
-    final_tick = start_tick
-    with Live(
-        render(fig, progress, society, notices),
-        console=console,
-        refresh_per_second=4,
-        transient=False,
-        auto_refresh=console.is_terminal,
-    ) as live:
-        guard = asyncio.create_task(supervisor.run())
-        tasks = [asyncio.create_task(refresh(live)), asyncio.create_task(watch())]
-        if trim_enabled(settings):  # bounded broker memory: delete what every reader has passed
-            tasks.append(asyncio.create_task(Trimmer.for_settings(settings, stack.bootstrap, society).run()))
-        main_task = asyncio.create_task(flow())
-        aborter = asyncio.create_task(abort.wait())
-        try:
-            await asyncio.wait([main_task, guard, aborter], return_when=asyncio.FIRST_COMPLETED)
-            if guard.done():
-                guard.result()  # raises why the stack cannot go on
-            if main_task.done():
-                final_tick = main_task.result()
-            else:
-                journal("run.drain_skipped", level="warning", signal=signals.name if signals else None)
-                say("warning", "signalled again: skipping the drain")
-                final_tick = max(start_tick, clock.tick + 1)
-        finally:
-            if signals is not None:
-                signals.stopping = True  # from here on the stack stops anyway
-                signals.detach()
-            for t in (*tasks, guard, main_task, aborter):
-                t.cancel()
-            for t in (*tasks, guard, main_task, aborter):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
-            url = stack.current_sink_url()
-            if url is not None:
-                fig = await asyncio.to_thread(collect, url, society)
-            fig.rate = fig.events / max(1e-6, time.monotonic() - began)
-            live.update(render(fig, progress, society, notices if not drained else []))
-            with contextlib.suppress(Exception):
-                await feeds.stop()
-    return {
-        "ticks": final_tick - start_tick,
-        "seconds": time.monotonic() - began,
-        "events": fig.events,
-        "end_us": clock.end_us,
-        "interrupted": signals.name if signals else None,
-        "drained": drained,
-        "restarts": dict(stack.restarts),
-    }
+    async def run(self) -> dict[str, Any]:
+        """Drive until the flow ends, the supervisor gives up or a second signal skips the drain."""
+        if self.signals is not None:
+            self.signals.attach(asyncio.get_running_loop(), self.stop, self.abort)
+        final_tick = self.start_tick
+        with Live(
+            render(self.fig, self.progress, self.society, self.notices),
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+            auto_refresh=self.console.is_terminal,
+        ) as live:
+            guard = asyncio.create_task(self.supervisor.run())
+            tasks = [asyncio.create_task(self.refresh(live)), asyncio.create_task(self.watch())]
+            if trim_enabled(self.settings):  # bounded broker memory: delete what every reader has passed
+                trimmer = Trimmer.for_settings(self.settings, self.stack.bootstrap, self.society)
+                tasks.append(asyncio.create_task(trimmer.run()))
+            main_task = asyncio.create_task(self.flow())
+            aborter = asyncio.create_task(self.abort.wait())
+            try:
+                await asyncio.wait([main_task, guard, aborter], return_when=asyncio.FIRST_COMPLETED)
+                if guard.done():
+                    guard.result()  # raises why the stack cannot go on
+                if main_task.done():
+                    final_tick = main_task.result()
+                else:
+                    self.journal("run.drain_skipped", level="warning", signal=self.signal_name)
+                    self.say("warning", "signalled again: skipping the drain")
+                    final_tick = max(self.start_tick, self.clock.tick + 1)
+            finally:
+                await self._wind_down(live, [*tasks, guard, main_task, aborter])
+        return {
+            "ticks": final_tick - self.start_tick,
+            "seconds": time.monotonic() - self.began,
+            "events": self.fig.events,
+            "end_us": self.clock.end_us,
+            "interrupted": self.signal_name,
+            "drained": self.drained,
+            "restarts": dict(self.stack.restarts),
+        }
 
-
-async def drive_clock(
-    settings: Settings,
-    bootstrap: str,
-    society: str,
-    *,
-    ticks: int | None,
-    duration: float | None,
-    stop: asyncio.Event | None = None,
-    on_tick: Callable[[int], None] = lambda t: None,
-    start_tick: int = 0,
-) -> tuple[int, int]:
-    """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
-    partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
-    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size, settings.poll_ms)
-    await feeds.start()
-    try:
-        clock = Clock(settings, bootstrap, society, feeds)
-        final_tick = await clock.run(
-            ticks=ticks,
-            duration=duration,
-            stop=stop or asyncio.Event(),
-            on_tick=on_tick,
-            start_tick=start_tick,
-        )
-        await clock.wait_closed(final_tick)
-        return final_tick, clock.end_us
-    finally:
-        await feeds.stop()
-
-
-def last_window_start(settings: Settings, end_us: int) -> int:
-    """Start of the last metric window of a run that ended at ``end_us``."""
-    window_us = int(settings.window_seconds * 1_000_000)
-    return (end_us - 1) - (end_us - 1) % window_us
-
-
-async def wait_drained(society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
-    """Wait until the last window's metrics are stored and the sink has no lag."""
-    s = society.replace("'", "")
-    ts = control.from_us(last_window_us).strftime("%Y-%m-%d %H:%M:%S.%f")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        # re-read: a restarted sink has a new port (while it restarts, this waits for it)
-        url = await stack.wait_sink_url(timeout=max(0.1, deadline - time.monotonic()))
-        r = _q(
-            url,
-            f"SELECT count() FROM metrics WHERE society = '{s}' AND metric = 'events_total' "
-            f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
-        )
-        health = _health(url)
-        if r and r.rows and int(r.rows[0][0]) > 0 and health.get("caught_up") is True:
-            return
-        await asyncio.sleep(0.3)
-    raise TimeoutError("the pipeline did not drain in time")
+    async def _wind_down(self, live: Live, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancel the drive's tasks, show the final figures, stop the feeds."""
+        if self.signals is not None:
+            self.signals.stopping = True  # from here on the stack stops anyway
+            self.signals.detach()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        url = self.stack.current_sink_url()
+        if url is not None:
+            self.fig = await asyncio.to_thread(collect, url, self.society)
+        self.fig.rate = self.fig.events / max(1e-6, time.monotonic() - self.began)
+        live.update(render(self.fig, self.progress, self.society, self.notices if not self.drained else []))
+        with contextlib.suppress(Exception):
+            await self.feeds.stop()
 
 
 class _KafkaLogs:
@@ -482,13 +314,109 @@ def _announce_dashboard(stack: LocalStack, console: Console) -> None:
     threading.Thread(target=say, name="dashboard-url", daemon=True).start()
 
 
-def _health(url: str) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            doc: dict[str, Any] = json.loads(resp.read())
-            return doc
-    except (OSError, ValueError):
-        return {}
+def _starting_point(
+    settings: Settings,
+    society: str,
+    *,
+    fork_from: str | None,
+    fork_at: datetime | None,
+    resume: bool,
+    ticks: int | None,
+    duration: float | None,
+) -> tuple[Settings, ForkPoint | None, int | None]:
+    """The settings, fork or resume point and ticks of a run that forks ``fork_from`` or resumes itself."""
+    if fork_from is not None:
+        settings, cfg = fork_settings(settings, fork_from, None)
+        return settings, fork_point(settings, fork_at, cfg.get("end_us")), ticks
+    if not resume:
+        return settings, None, ticks
+    settings, cfg = fork_settings(settings, society, None)
+    settings = settings.model_copy(
+        update={"generation": int(cfg.get("generation") or 0), "resume_us": cfg.get("resume_us")}
+    )
+    point = resume_point(settings, society)
+    settings = new_generation(settings, point)
+    if ticks is None and duration is None:
+        ticks = max(0, int(cfg.get("end_tick") or point.tick) - point.tick)
+    return settings, point, ticks
+
+
+def _replay_before(
+    settings: Settings,
+    stack: LocalStack,
+    society: str,
+    console: Console,
+    point: ForkPoint | None,
+    *,
+    fork_from: str | None,
+    resume: bool,
+) -> int:
+    """Rebuild a resumed society, or copy a fork's history, before the clock runs; the tick it starts at."""
+    if resume and point is not None:
+        stack.sink_url()
+        console.print(
+            f"rebuilding {society} from ClickHouse: history before tick {point.tick} "
+            f"({from_us(point.at_us).isoformat()}), topics of generation {settings.generation} ..."
+        )
+        copied = asyncio.run(replay_history(settings, stack.bootstrap, society, point))
+        save_config(settings, society, generation=settings.generation, resume_us=point.at_us)
+        console.print(f"replayed {copied:,} events; continuing live from tick {point.tick}")
+        stack.journal("run.resumed", tick=point.tick, generation=settings.generation, history=copied)
+        return point.tick
+    if fork_from is not None and point is not None:
+        stack.sink_url()
+        console.print(f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()} ...")
+        copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
+        console.print(f"copied {copied:,} events; continuing live from tick {point.tick}")
+        save_config(settings, society, forked_from=fork_from, fork_at_us=point.at_us)
+        return point.tick
+    return 0
+
+
+def _drive_to_end(drive: _Drive, on_broker_lost: BrokerLostHook | None) -> dict[str, Any]:
+    """Drive the clock from ``start_tick``; a lost broker is rebuilt by ``on_broker_lost`` (if given) and
+    the clock goes on from the tick it returns. The summary of ``_Driver.run``, counting every tick run."""
+    stack, console, society, first_tick = drive.stack, drive.console, drive.stack.society, drive.start_tick
+    if drive.ticks is not None:  # what a resumed run goes on to
+        save_config(stack.settings, society, end_tick=first_tick + drive.ticks)
+    kafka_logs = _KafkaLogs(stack.run_dir / "driver.log")
+
+    async def run() -> dict[str, Any]:  # the driver's events and tasks belong to the loop that runs it
+        return await _Driver(drive).run()
+
+    while True:
+        try:
+            with kafka_logs:
+                summary = asyncio.run(run())
+            break
+        except BrokerLost as lost:
+            if on_broker_lost is None:
+                raise
+            # the seam for rebuilding the society from ClickHouse: a new broker, topics and children
+            if drive.signals is not None:
+                drive.signals.stopping = False
+            stack.journal("run.broker_lost_hook", error=str(lost))
+            console.print("rebuilding the society from what ClickHouse holds ...", highlight=False)
+            start_tick = on_broker_lost(stack, lost)
+            settings = stack.settings
+            save_config(settings, society, generation=settings.generation, resume_us=settings.resume_us)
+            ticks = None if drive.ticks is None else max(0, first_tick + drive.ticks - start_tick)
+            drive = replace(drive, ticks=ticks, start_tick=start_tick)
+            stack.journal("run.continues", tick=start_tick, bootstrap=stack.bootstrap)
+            console.print(f"the society continues at tick {start_tick} on {stack.bootstrap}")
+    summary["ticks"] += drive.start_tick - first_tick
+    if summary["end_us"]:
+        save_config(stack.settings, society, end_us=summary["end_us"])
+    return summary
+
+
+def _stop_stack(stack: LocalStack, console: Console, *, broker_lost: bool, interrupted: str | None) -> None:
+    if broker_lost:  # nothing can be committed any more: all at once, and not for long
+        console.print("stopping every process of the society ...", highlight=False)
+        stack.stop(timeout=10.0, together=True)
+    else:
+        stack.stop()
+    stack.journal("run.stopped", interrupted=interrupted)
 
 
 def run_society(
@@ -523,19 +451,9 @@ def run_society(
     stale = check_no_live_stack(settings)
     if stale is not None:
         console.print(f"[yellow]{escape(stale.describe())}[/yellow]", highlight=False)
-    point = None
-    if fork_from is not None:
-        settings, cfg = fork_settings(settings, fork_from, None)
-        point = fork_point(settings, fork_at, cfg.get("end_us"))
-    elif resume:
-        settings, cfg = fork_settings(settings, society, None)
-        settings = settings.model_copy(
-            update={"generation": int(cfg.get("generation") or 0), "resume_us": cfg.get("resume_us")}
-        )
-        point = resume_point(settings, society)
-        settings = new_generation(settings, point)
-        if ticks is None and duration is None:
-            ticks = max(0, int(cfg.get("end_tick") or point.tick) - point.tick)
+    settings, point, ticks = _starting_point(
+        settings, society, fork_from=fork_from, fork_at=fork_at, resume=resume, ticks=ticks, duration=duration
+    )
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
     console.print(
         f"[bold]society[/bold] {society}: {settings.agents:,} agents, seed {settings.seed}, "
@@ -546,59 +464,16 @@ def run_society(
     signals.install()
     summary: dict[str, Any] = {}
     broker_lost = False
-    kafka_logs = _KafkaLogs(stack.run_dir / "driver.log")
     try:
         stack.start(dashboard=dashboard)
         save_config(settings, society)
         console.print(f"broker {stack.bootstrap}; logs in {stack.run_dir} (supervision: run.log)")
         if dashboard:
             _announce_dashboard(stack, console)
-        start_tick = 0
-        if resume and point is not None:
-            stack.sink_url()
-            console.print(
-                f"rebuilding {society} from ClickHouse: history before tick {point.tick} "
-                f"({from_us(point.at_us).isoformat()}), topics of generation {settings.generation} ..."
-            )
-            copied = asyncio.run(replay_history(settings, stack.bootstrap, society, point))
-            save_config(settings, society, generation=settings.generation, resume_us=point.at_us)
-            console.print(f"replayed {copied:,} events; continuing live from tick {point.tick}")
-            stack.journal("run.resumed", tick=point.tick, generation=settings.generation, history=copied)
-            start_tick = point.tick
-        elif fork_from is not None and point is not None:
-            stack.sink_url()
-            console.print(f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()} ...")
-            copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
-            console.print(f"copied {copied:,} events; continuing live from tick {point.tick}")
-            save_config(settings, society, forked_from=fork_from, fork_at_us=point.at_us)
-            start_tick = point.tick
-        first_tick = start_tick
-        if ticks is not None:  # what a resumed run goes on to
-            save_config(settings, society, end_tick=start_tick + ticks)
-        while True:
-            try:
-                with kafka_logs:
-                    summary = asyncio.run(
-                        _drive(settings, stack, society, ticks, duration, console, start_tick, signals)
-                    )
-                break
-            except BrokerLost as lost:
-                if on_broker_lost is None:
-                    raise
-                # the seam for rebuilding the society from ClickHouse: a new broker, topics and children
-                signals.stopping = False
-                stack.journal("run.broker_lost_hook", error=str(lost))
-                console.print("rebuilding the society from what ClickHouse holds ...", highlight=False)
-                start_tick = on_broker_lost(stack, lost)
-                settings = stack.settings
-                save_config(settings, society, generation=settings.generation, resume_us=settings.resume_us)
-                if ticks is not None:
-                    ticks = max(0, first_tick + ticks - start_tick)
-                stack.journal("run.continues", tick=start_tick, bootstrap=stack.bootstrap)
-                console.print(f"the society continues at tick {start_tick} on {stack.bootstrap}")
-        summary["ticks"] += start_tick - first_tick
-        if summary["end_us"]:
-            save_config(settings, society, end_us=summary["end_us"])
+        start_tick = _replay_before(
+            settings, stack, society, console, point, fork_from=fork_from, resume=resume
+        )
+        summary = _drive_to_end(_Drive(stack, console, signals, ticks, duration, start_tick), on_broker_lost)
     except Interrupted as exc:
         stack.journal("run.interrupted", level="warning", signal=signals.name, before="the clock ran")
         console.print(f"[yellow]{exc} before the clock ran; stopping the stack[/yellow]", highlight=False)
@@ -610,12 +485,7 @@ def run_society(
     finally:
         signals.stopping = True
         try:
-            if broker_lost:  # nothing can be committed any more: all at once, and not for long
-                console.print("stopping every process of the society ...", highlight=False)
-                stack.stop(timeout=10.0, together=True)
-            else:
-                stack.stop()
-            stack.journal("run.stopped", interrupted=summary.get("interrupted"))
+            _stop_stack(stack, console, broker_lost=broker_lost, interrupted=summary.get("interrupted"))
         finally:
             signals.restore()
     return summary

@@ -48,6 +48,8 @@ from molt_society.runtime.broker import (
 )
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.stack_state import read_state as read_state
+from molt_society.runtime.stack_state import state_path
 from molt_society.society.model_server import LocalModelServer
 
 log = get_logger(__name__)
@@ -68,16 +70,6 @@ def settings_env(settings: Settings, **overrides: Any) -> dict[str, str]:
         key = _ALIASES.get(name, f"SOCIETY_{name.upper()}")
         env[key] = str(value).lower() if isinstance(value, bool) else str(value)
     return env
-
-
-def read_state(settings: Settings) -> dict[str, Any]:
-    """The running stack's ``<state_dir>/stack.json`` (see ``LocalStack.write_state``); {} without one."""
-    path = settings.state_dir / "stack.json"
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
 
 
 ROLE_NAMES = {
@@ -226,7 +218,7 @@ class LocalStack:
 
     @property
     def state_path(self) -> Path:
-        return self.settings.state_dir / "stack.json"
+        return state_path(self.settings)
 
     @property
     def journal(self) -> Journal:
@@ -620,36 +612,18 @@ class Supervisor:
         error = last_error_line(child.log_path)
         status = describe_exit(code)
         said_error = f"; its last error: {error}" if error else ""
+        facts = {"role": child.role, "pid": pid, "status": status, "error": error, "log": str(child.log_path)}
         if len(history) >= self.limit:
-            self.stack.journal(
-                "stack.gave_up",
-                level="error",
-                role=child.role,
-                pid=pid,
-                status=status,
-                error=error,
-                restarts=len(history),
-                window_s=window,
-                log=str(child.log_path),
-            )
+            restarts = len(history)
+            self.stack.journal("stack.gave_up", level="error", **facts, restarts=restarts, window_s=window)
             raise StackFailed(
                 f"{child.label} (pid {pid}) {status}{said_error}. It was restarted {len(history)} times "
                 f"within {window:.0f} s, so the run stops. Its log: {child.log_path}"
             )
         history.append(mono)
         backoff = min(self.MAX_BACKOFF_S, 0.5 * 2 ** (len(history) - 1))
-        self.stack.journal(
-            "stack.child_exited",
-            level="warning",
-            role=child.role,
-            pid=pid,
-            status=status,
-            exit_code=code,
-            error=error,
-            log=str(child.log_path),
-            restart_in_s=backoff,
-            attempt=len(history),
-        )
+        more = {"exit_code": code, "restart_in_s": backoff, "attempt": len(history)}
+        self.stack.journal("stack.child_exited", level="warning", **facts, **more)
         self.say(
             "warning",
             f"{child.label} (pid {pid}) {status}{said_error}; restarting it in {backoff:.1f} s "
@@ -825,7 +799,7 @@ def clear_stale_stack(settings: Settings) -> StaleStack | None:
     state = read_state(settings)
     if not state or driver_alive(state):
         return None
-    path = settings.state_dir / "stack.json"
+    path = state_path(settings)
     try:
         died_at = path.stat().st_mtime
     except OSError:
@@ -856,7 +830,7 @@ def check_no_live_stack(settings: Settings) -> StaleStack | None:
         driver = driver_of(state)
         raise StackBusy(
             f"society {state.get('society')} already runs here (driver pid "
-            f"{driver[0] if driver else '?'}, state {settings.state_dir / 'stack.json'}); stop it with "
+            f"{driver[0] if driver else '?'}, state {state_path(settings)}); stop it with "
             "`society stop`, or use another SOCIETY_STATE_DIR"
         )
     return stale
@@ -872,7 +846,7 @@ def stop_stack(settings: Settings, timeout: float, say: Callable[[str], None]) -
     state = read_state(settings)
     driver = driver_of(state) if state else None
     if not state or driver is None:
-        say(f"no running stack here (no driver in {settings.state_dir / 'stack.json'})")
+        say(f"no running stack here (no driver in {state_path(settings)})")
         return 1
     pid, start = driver
     society = state.get("society")

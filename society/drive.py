@@ -1,0 +1,100 @@
+"""Drive a society's clock against running workers and wait for its pipeline to drain.
+
+The steps every run shares (``society run``, a fork, a replay, the integration tests and benchmarks):
+``drive_clock`` runs the clock until every window is closed, ``last_window_start`` names a run's last
+metric window, and ``wait_drained`` waits until the sink has stored that window's metrics and has no lag.
+``query_or_none`` and ``sink_health`` read the running sink's HTTP endpoints without raising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from molt_society.agents.clock import Clock
+from molt_society.agents.feed_cache import FeedCache
+from molt_society.runtime.broker import partition_count
+from molt_society.runtime.settings import Settings
+from molt_society.schemas import control
+from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.stack import LocalStack
+from molt_society.warehouse import QueryError, Result
+from molt_society.warehouse.sink_http import query_http
+
+
+def query_or_none(url: str, sql: str) -> Result | None:
+    """``sql`` on the sink at ``url``; None when it fails or does not answer."""
+    try:
+        return query_http(url, sql, timeout=10)
+    except (QueryError, OSError):
+        return None
+
+
+def sink_health(url: str) -> dict[str, Any]:
+    """The sink's ``/health`` document; {} when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())
+            return doc
+    except (OSError, ValueError):
+        return {}
+
+
+async def drive_clock(
+    settings: Settings,
+    bootstrap: str,
+    society: str,
+    *,
+    ticks: int | None,
+    duration: float | None,
+    stop: asyncio.Event | None = None,
+    on_tick: Callable[[int], None] = lambda t: None,
+    start_tick: int = 0,
+) -> tuple[int, int]:
+    """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
+    partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
+    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size, settings.poll_ms)
+    await feeds.start()
+    try:
+        clock = Clock(settings, bootstrap, society, feeds)
+        final_tick = await clock.run(
+            ticks=ticks,
+            duration=duration,
+            stop=stop or asyncio.Event(),
+            on_tick=on_tick,
+            start_tick=start_tick,
+        )
+        await clock.wait_closed(final_tick)
+        return final_tick, clock.end_us
+    finally:
+        await feeds.stop()
+
+
+def last_window_start(settings: Settings, end_us: int) -> int:
+    """Start of the last metric window of a run that ended at ``end_us``."""
+    window_us = int(settings.window_seconds * 1_000_000)
+    return (end_us - 1) - (end_us - 1) % window_us
+
+
+async def wait_drained(society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
+    """Wait until the last window's metrics are stored and the sink has no lag."""
+    s = society.replace("'", "")
+    ts = control.from_us(last_window_us).strftime("%Y-%m-%d %H:%M:%S.%f")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # re-read: a restarted sink has a new port (while it restarts, this waits for it)
+        url = await stack.wait_sink_url(timeout=max(0.1, deadline - time.monotonic()))
+        r = query_or_none(
+            url,
+            f"SELECT count() FROM metrics WHERE society = '{s}' AND metric = 'events_total' "
+            f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
+        )
+        health = sink_health(url)
+        if r and r.rows and int(r.rows[0][0]) > 0 and health.get("caught_up") is True:
+            return
+        await asyncio.sleep(0.3)
+    raise TimeoutError("the pipeline did not drain in time")
