@@ -37,6 +37,12 @@ SHINGLE = 3
 PERMUTATIONS, BANDS, ROWS = 64, 16, 4  # as in the views clone_sets / clone_pairs
 MIN_AUTHORS = 2
 TOP = 20
+Member = tuple[int, str, str, int, str, str]  # (set hash, kind, actor, texts, first item id, first time)
+KEYS = [
+    ("clones.swarms", f"clone swarms (near-duplicate groups spanning >= {MIN_AUTHORS} agents)"),
+    ("clones.share_posts", "share of all posts that belong to a swarm"),
+    ("clones.share_comments", "share of all comments that belong to a swarm"),
+]
 
 
 @dataclass
@@ -50,7 +56,7 @@ class Swarm:
     first_at: str = ""
 
 
-def swarms(members: list[tuple[int, str, str, int, str, str]], pairs: list[tuple[int, int]]) -> list[Swarm]:
+def swarms(members: list[Member], pairs: list[tuple[int, int]]) -> list[Swarm]:
     """Connected components of shingle sets linked by ``pairs``, with >= ``MIN_AUTHORS`` agents.
 
     ``members``: (set hash, kind, actor, texts, first item id, first time) per set, kind and actor;
@@ -88,13 +94,9 @@ def swarms(members: list[tuple[int, str, str, int, str, str]], pairs: list[tuple
 
 
 def items(wh: Warehouse, society: str) -> list[Item]:
+    """Parameters, swarm counts and shares, the largest swarms and the size distribution."""
     q = quoted(society)
-    totals = records(
-        wh,
-        f"SELECT countIf(type = 'post_created') AS posts, countIf(type = 'comment_created') AS comments "
-        f"FROM events FINAL WHERE society = {q}",
-    )[0]
-    n_posts, n_comments = int(totals["posts"]), int(totals["comments"])
+    n_posts, n_comments = _totals(wh, q)
     params: list[Item] = [
         Scalar(
             "clones.threshold",
@@ -103,6 +105,29 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         ),
         Scalar("clones.min_words", "shortest text considered (words)", MIN_WORDS),
     ]
+    members = _members(wh, q)
+    if not members:
+        why = f"the society has no post or comment of {MIN_WORDS} or more words"
+        return params + [missing(k, label, why) for k, label in KEYS]
+    found = swarms(members, _pairs(wh, q))
+    out = [*params, *_counts(members, found, n_posts, n_comments)]
+    if not found:
+        return out
+    return out + _swarm_items(found)
+
+
+def _totals(wh: Warehouse, q: str) -> tuple[int, int]:
+    """Every post and every comment of the society (short ones too): the shares' denominators."""
+    totals = records(
+        wh,
+        f"SELECT countIf(type = 'post_created') AS posts, countIf(type = 'comment_created') AS comments "
+        f"FROM events FINAL WHERE society = {q}",
+    )[0]
+    return int(totals["posts"]), int(totals["comments"])
+
+
+def _members(wh: Warehouse, q: str) -> list[Member]:
+    """Per shingle set, kind and actor: the texts and the earliest one (view ``clone_items``)."""
     member_rows = records(
         wh,
         "SELECT set_hash, kind, actor, count() AS texts, "
@@ -110,15 +135,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         f"toString(min(occurred_at)) AS first_at FROM clone_items WHERE society = {q} "
         "GROUP BY set_hash, kind, actor",
     )
-    keys = [
-        ("clones.swarms", f"clone swarms (near-duplicate groups spanning >= {MIN_AUTHORS} agents)"),
-        ("clones.share_posts", "share of all posts that belong to a swarm"),
-        ("clones.share_comments", "share of all comments that belong to a swarm"),
-    ]
-    if not member_rows:
-        why = f"the society has no post or comment of {MIN_WORDS} or more words"
-        return params + [missing(k, label, why) for k, label in keys]
-    members = [
+    return [
         (
             int(r["set_hash"]),
             str(r["kind"]),
@@ -129,35 +146,47 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         )
         for r in member_rows
     ]
-    pairs = [
+
+
+def _pairs(wh: Warehouse, q: str) -> list[tuple[int, int]]:
+    """Near-duplicate shingle-set pairs at or above the threshold (view ``clone_pairs``)."""
+    return [
         (int(r["set_a"]), int(r["set_b"]))
         for r in records(
             wh, f"SELECT set_a, set_b FROM clone_pairs WHERE society = {q} AND jaccard >= {THRESHOLD!r}"
         )
     ]
-    found = swarms(members, pairs)
+
+
+def _counts(members: list[Member], found: list[Swarm], n_posts: int, n_comments: int) -> list[Item]:
+    """Texts considered, swarms, and the shares of all posts and comments inside a swarm."""
     in_posts = sum(s.posts for s in found)
     in_comments = sum(s.comments for s in found)
-    out: list[Item] = [
-        *params,
+    return [
         Scalar(
             "clones.texts",
             f"texts considered (posts and comments of >= {MIN_WORDS} words)",
             sum(m[3] for m in members),
         ),
-        Scalar(keys[0][0], keys[0][1], len(found)),
-        Scalar(keys[1][0], keys[1][1], in_posts / n_posts)
+        Scalar(KEYS[0][0], KEYS[0][1], len(found)),
+        Scalar(KEYS[1][0], KEYS[1][1], in_posts / n_posts)
         if n_posts
-        else missing(keys[1][0], keys[1][1], "the society has no post"),
-        Scalar(keys[2][0], keys[2][1], in_comments / n_comments)
+        else missing(KEYS[1][0], KEYS[1][1], "the society has no post"),
+        Scalar(KEYS[2][0], KEYS[2][1], in_comments / n_comments)
         if n_comments
-        else missing(keys[2][0], keys[2][1], "the society has no comment"),
+        else missing(KEYS[2][0], KEYS[2][1], "the society has no comment"),
     ]
-    if not found:
-        return out
+
+
+def _swarm_items(found: list[Swarm]) -> list[Item]:
+    """Sizes and agents of the swarms, the largest ones as a table, and the size distribution."""
     sizes = np.array([s.texts for s in found], dtype=float)
     authors = np.array([len(s.authors) for s in found], dtype=float)
-    out += [
+    size_counts: dict[int, int] = defaultdict(int)
+    for s in found:
+        size_counts[s.texts] += 1
+    xs = sorted(size_counts)
+    return [
         Scalar("clones.largest", "texts in the largest swarm", int(sizes.max())),
         Scalar("clones.median_size", "median texts per swarm", float(np.median(sizes))),
         Scalar("clones.median_authors", "median agents per swarm", float(np.median(authors))),
@@ -179,12 +208,6 @@ def items(wh: Warehouse, society: str) -> list[Item]:
                 for s in found[:TOP]
             ],
         ),
-    ]
-    size_counts: dict[int, int] = defaultdict(int)
-    for s in found:
-        size_counts[s.texts] += 1
-    xs = sorted(size_counts)
-    out.append(
         Figure(
             key="clones.sizes",
             title="Clone swarm sizes",
@@ -193,6 +216,5 @@ def items(wh: Warehouse, society: str) -> list[Item]:
             log_x=True,
             log_y=True,
             series=[Series("swarms", [float(x) for x in xs], [float(size_counts[x]) for x in xs], "points")],
-        )
-    )
-    return out
+        ),
+    ]

@@ -106,38 +106,51 @@ def influence_per_window(
 
 
 def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
+    """Window length, PageRank shares, churn and super-nodes per window, and the whole period's leaders."""
     w_us, origin = window_us(wh, society)
     tops: dict[int, frozenset[str]] = {}
     rows = influence_per_window(wh, society, w_us, top_k, tops)
     out: list[Item] = [Scalar("collective.window_seconds", f"window length ({origin})", w_us / 1e6, unit="s")]
     ranked = [r for r in rows if r["nodes"]]
     if not ranked:
-        why = "no window has an interaction (a comment answering another agent)"
-        keys = [("collective.windows", "windows with an interaction graph")]
-        keys += [(f"collective.top{k}_share", f"mean top-{k} PageRank share") for k in sorted({1, 3, top_k})]
-        keys += [
-            ("collective.topk_churn", f"mean top-{top_k} churn (1 - Jaccard) between windows"),
-            ("collective.super_nodes", "mean super-nodes per window (PageRank > mean + 3 sd)"),
-            ("collective.super_node_persistence", "share of super-nodes still super-nodes next window"),
-        ]
-        keys += [
-            (
-                "collective.variant_newest_window_leaders_overlap",
-                f"variant: overlap of the newest window's top {top_k} with the whole period's",
-            )
-        ]
-        leaders = Table("collective.leaders", LEADERS_TITLE.format(k=top_k), [], [], reason=why)
-        return [*out, *(missing(k, label, why) for k, label in keys), leaders]
+        return out + _no_interaction(top_k)
     out.append(Scalar("collective.windows", "windows with an interaction graph", len(ranked)))
     out += leaders_items(wh, society, tops, top_k)
-    for k in sorted({1, 3, top_k}):
-        out.append(
-            Scalar(
-                f"collective.top{k}_share",
-                f"mean top-{k} PageRank share",
-                float(np.mean([float(r[f"top{k}"] or 0) for r in ranked])),
-            )
+    out += _window_means(ranked, top_k)
+    out += _window_figures(rows, top_k)
+    return out
+
+
+def _no_interaction(top_k: int) -> list[Item]:
+    """Every collective figure missing, with the reason: no window has an interaction."""
+    why = "no window has an interaction (a comment answering another agent)"
+    keys = [("collective.windows", "windows with an interaction graph")]
+    keys += [(f"collective.top{k}_share", f"mean top-{k} PageRank share") for k in sorted({1, 3, top_k})]
+    keys += [
+        ("collective.topk_churn", f"mean top-{top_k} churn (1 - Jaccard) between windows"),
+        ("collective.super_nodes", "mean super-nodes per window (PageRank > mean + 3 sd)"),
+        ("collective.super_node_persistence", "share of super-nodes still super-nodes next window"),
+    ]
+    keys += [
+        (
+            "collective.variant_newest_window_leaders_overlap",
+            f"variant: overlap of the newest window's top {top_k} with the whole period's",
         )
+    ]
+    leaders = Table("collective.leaders", LEADERS_TITLE.format(k=top_k), [], [], reason=why)
+    return [*(missing(k, label, why) for k, label in keys), leaders]
+
+
+def _window_means(ranked: list[dict[str, float | int | None]], top_k: int) -> list[Item]:
+    """Means over the windows with an interaction graph: top shares, churn, super-nodes, persistence."""
+    out: list[Item] = [
+        Scalar(
+            f"collective.top{k}_share",
+            f"mean top-{k} PageRank share",
+            float(np.mean([float(r[f"top{k}"] or 0) for r in ranked])),
+        )
+        for k in sorted({1, 3, top_k})
+    ]
     churn = [float(c) for r in ranked if (c := r.get("churn")) is not None]
     out.append(
         Scalar(
@@ -174,9 +187,14 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
             "no window followed a window with super-nodes",
         )
     )
+    return out
+
+
+def _window_figures(rows: list[dict[str, float | int | None]], top_k: int) -> list[Item]:
+    """PageRank shares, churn and super-nodes over every window (empty ones included)."""
     xs = [int(r["window_start_us"] or 0) / 1e6 for r in rows]
     style: Style = "points" if len(rows) == 1 else "line"
-    out.append(
+    return [
         Figure(
             "collective.shares",
             "PageRank share of the top nodes per window",
@@ -187,9 +205,7 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
                 for k in sorted({1, 3, top_k})
             ],
             x_kind="time",
-        )
-    )
-    out.append(
+        ),
         Figure(
             "collective.churn",
             f"Top-{top_k} churn and super-nodes per window",
@@ -201,9 +217,8 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
                 Series("persisting", xs, [num(r.get("persisting")) for r in rows], style),
             ],
             x_kind="time",
-        )
-    )
-    return out
+        ),
+    ]
 
 
 def leaders_items(wh: Warehouse, society: str, tops: dict[int, frozenset[str]], top_k: int) -> list[Item]:

@@ -243,6 +243,11 @@ def _published_items(pub: Published) -> list[Item]:
     ]
 
 
+def _over_rows(n: int, key: str, label: str, value: float | None, why: str) -> Scalar:
+    """A figure computed over ``n`` rows; its reason is ``why`` when there is no row."""
+    return Scalar(key, label, value, None if n else why)
+
+
 def _variant_items(wh: Warehouse, society: str) -> list[Item]:
     ev = summary(wh, "cooperation_events", society)
     base = summary(wh, "cooperation_baseline", society)
@@ -255,24 +260,23 @@ def _variant_items(wh: Warehouse, society: str) -> list[Item]:
     v = "cooperation.variant_thread."
     return [
         Scalar(v + "events", "variant: cooperation events (keywords at word starts)", ev.n),
-        Scalar(
+        _over_rows(
+            ev.n,
             v + "success_rate",
             "variant: share of events whose whole thread has quality > 0.5",
             ev.success_rate,
-            None if ev.n else no_events,
+            no_events,
         ),
-        Scalar(
-            v + "mean_quality",
-            "variant: mean quality of the whole thread's text",
-            ev.mean,
-            None if ev.n else no_events,
+        _over_rows(
+            ev.n, v + "mean_quality", "variant: mean quality of the whole thread's text", ev.mean, no_events
         ),
         Scalar(v + "baseline_posts", "variant: technical posts that are not events (unmatched)", base.n),
-        Scalar(
+        _over_rows(
+            base.n,
             v + "baseline_mean_quality",
             "variant: mean quality of those posts' own text",
             base.mean,
-            None if base.n else no_base,
+            no_base,
         ),
         _scalar(v + "cohens_d", "variant: Cohen's d, thread quality vs unmatched technical posts", d),
         Table(

@@ -15,6 +15,12 @@ LI_B1 = (
     "results/b1_temporal_signal_v2.json; method: paper/supplementary_information.md S4)"
 )
 
+
+def _from(source: str, values: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """``values`` by key, each with the one place they were all published."""
+    return {key: (value, source) for key, value in values.items()}
+
+
 PUBLISHED: dict[str, tuple[float, str]] = {
     # threads.share_posts_without_comment has no published value: the crawl's 59.25% counts the platform's
     # comment_count of each post, not the comments present; reference.share_posts_without_comment does.
@@ -25,33 +31,52 @@ PUBLISHED: dict[str, tuple[float, str]] = {
     "threads.max_depth": (9, LI_A4 + " (8 counting top-level as 0)"),
     "reference.share_posts_without_comment": (1 - 0.4075, LI_A4 + ", by the platform's comment_count"),
     "reference.mean_comment_count": (23.309177270350357, LI_A1 + ", comments_per_post_mean (comment_count)"),
-    "reference.posts_per_author_mean": (4.129573391178598, LI_A1),
-    "reference.posts_per_author_median": (2.0, LI_A1),
-    "reference.posts_per_author_gini": (0.6096684006583768, LI_A1),
-    "reference.post_upvotes_gini": (0.9699230681978657, LI_A1),
-    "reference.comment_upvotes_gini": (0.9720007749282831, LI_A1),
+    **_from(
+        LI_A1,
+        {
+            "reference.posts_per_author_mean": 4.129573391178598,
+            "reference.posts_per_author_median": 2.0,
+            "reference.posts_per_author_gini": 0.6096684006583768,
+            "reference.post_upvotes_gini": 0.9699230681978657,
+            "reference.comment_upvotes_gini": 0.9720007749282831,
+        },
+    ),
     "rhythm.autonomous_share": (0.1615 + 0.1035, LI_B1 + ": very regular 16.15% + regular 10.35%"),
-    "rhythm.cv_median": (0.8599, LI_B1),
-    "rhythm.cv_mean": (1.0193, LI_B1),
-    "rhythm.share_very_regular": (0.1615, LI_B1),
-    "rhythm.share_regular": (0.1035, LI_B1),
-    "rhythm.share_mixed": (0.3665, LI_B1),
-    "rhythm.share_irregular": (0.2701, LI_B1),
-    "rhythm.share_very_irregular": (0.0984, LI_B1),
+    **_from(
+        LI_B1,
+        {
+            "rhythm.cv_median": 0.8599,
+            "rhythm.cv_mean": 1.0193,
+            "rhythm.share_very_regular": 0.1615,
+            "rhythm.share_regular": 0.1035,
+            "rhythm.share_mixed": 0.3665,
+            "rhythm.share_irregular": 0.2701,
+            "rhythm.share_very_irregular": 0.0984,
+        },
+    ),
     # all 90,704 active agents, isolated ones with zero features (the public code's method: report/roles.py)
-    "roles.k": (6, MOLT_DYNAMICS + ", all active agents"),
-    "roles.silhouette": (0.91, MOLT_DYNAMICS + ", all active agents"),
-    "roles.peripheral_share": (0.935, MOLT_DYNAMICS + ", all active agents"),
+    **_from(
+        MOLT_DYNAMICS + ", all active agents",
+        {"roles.k": 6, "roles.silhouette": 0.91, "roles.peripheral_share": 0.935},
+    ),
     "cascades.alpha": (2.57, MOLT_DYNAMICS + ", +/- 0.02"),
-    # "10,323 propagation events": the events of the paper's Cox model (report/cascades.py says how counted)
-    "cascades.propagation_events": (10_323, MOLT_DYNAMICS),
-    "saturation.cox_hazard_ratio": (0.53, MOLT_DYNAMICS),
-    "saturation.cox_concordance": (0.78, MOLT_DYNAMICS),
-    "cooperation.events": (164, MOLT_DYNAMICS),
-    "cooperation.success_rate": (0.067, MOLT_DYNAMICS),
-    "cooperation.cohens_d": (-0.88, MOLT_DYNAMICS),
-    "individual.feedback_net_progress": (0.0, "socialization study: near 0"),
-    "individual.interaction_impact": (0.0, "socialization study: near 0"),
+    **_from(
+        MOLT_DYNAMICS,
+        {
+            # "10,323 propagation events": the events of the paper's Cox model (report/cascades.py says
+            # how counted)
+            "cascades.propagation_events": 10_323,
+            "saturation.cox_hazard_ratio": 0.53,
+            "saturation.cox_concordance": 0.78,
+            "cooperation.events": 164,
+            "cooperation.success_rate": 0.067,
+            "cooperation.cohens_d": -0.88,
+        },
+    ),
+    **_from(
+        "socialization study: near 0",
+        {"individual.feedback_net_progress": 0.0, "individual.interaction_impact": 0.0},
+    ),
 }
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -436,7 +437,14 @@ def fast_cox(
             info = float(np.sum(w_ev * (s2 / s0 - (s1 / s0) ** 2)))
         return ll, score, info
 
-    beta = beta0
+    return _newton(sums, beta0, tol, max_iter)
+
+
+def _newton(
+    sums: Callable[[float], tuple[float, float, float]], beta: float, tol: float, max_iter: int
+) -> FastCox | None:
+    """Newton-Raphson from ``beta`` on a log-likelihood given as (value, score, information) by ``sums``;
+    a step that lowers the likelihood is halved (30 times at most). None when it does not converge."""
     ll, score, info = sums(beta)
     for it in range(1, max_iter + 1):
         if not info > 0:

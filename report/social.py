@@ -9,6 +9,7 @@ similarity, which needs every pair of a day's texts and is computed here with nu
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,17 +40,37 @@ ACTIVITY_KEYS = [
     ("activity.agents", "active agents (ever)"),
     ("activity.posts_per_day", "posts per day (mean)"),
 ]
+THREAD_POST_KEYS = [
+    ("threads.share_posts_without_comment", "share of posts without a comment"),
+    ("threads.comments_per_post", "comments per post"),
+    ("threads.mean_depth_all", "mean thread depth (all posts)"),
+    ("threads.mean_depth_commented", "mean thread depth (posts with a comment)"),
+]
+THREAD_COMMENT_KEYS = [
+    ("threads.share_top_level_comments", "share of comments that are top-level (depth 1)"),
+    ("threads.share_reply_comments", "share of comments that are replies (depth >= 2)"),
+    ("threads.share_depth_3_plus_comments", "share of comments at depth >= 3"),
+    ("threads.max_depth", "deepest comment"),
+]
+
+
+def _daily_rows(
+    wh: Warehouse, view: str, columns: str, society: str, order: str = "day"
+) -> list[dict[str, Any]]:
+    """The society's rows of a per-day ``view``, in ``order``."""
+    return records(wh, f"SELECT {columns} FROM {view} WHERE society = {quoted(society)} ORDER BY {order}")
+
+
+def _all_missing(keys: list[tuple[str, str]], reason: str) -> list[Item]:
+    return [missing(k, label, reason) for k, label in keys]
 
 
 def activity(wh: Warehouse, society: str) -> list[Item]:
-    rows = records(
-        wh,
-        f"SELECT day, posts, comments, votes, active_agents, new_agents FROM activity_daily "
-        f"WHERE society = {quoted(society)} ORDER BY day",
+    rows = _daily_rows(
+        wh, "activity_daily", "day, posts, comments, votes, active_agents, new_agents", society
     )
     if not rows:
-        reason = "the society has no post, comment or vote with a time"
-        return [missing(k, label, reason) for k, label in ACTIVITY_KEYS]
+        return _all_missing(ACTIVITY_KEYS, "the society has no post, comment or vote with a time")
     xs = [epoch(r["day"]) for r in rows]
     fig = Figure(
         key="activity.daily",
@@ -102,67 +123,8 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
         Scalar("threads.posts", "posts", posts),
         Scalar("threads.comments", "comments", comments),
     ]
-    if posts == 0:
-        why = "the society has no post"
-        out += [
-            missing("threads.share_posts_without_comment", "share of posts without a comment", why),
-            missing("threads.comments_per_post", "comments per post", why),
-            missing("threads.mean_depth_all", "mean thread depth (all posts)", why),
-            missing("threads.mean_depth_commented", "mean thread depth (posts with a comment)", why),
-        ]
-    else:
-        zero = sum(int(r["posts"]) for r in post_rows if int(r["depth"]) == 0)
-        with_c = [r for r in post_rows if int(r["depth"]) > 0]
-        out += [
-            Scalar("threads.share_posts_without_comment", "share of posts without a comment", zero / posts),
-            Scalar("threads.comments_per_post", "comments per post", comments / posts),
-            Scalar(
-                "threads.mean_depth_all",
-                "mean thread depth (all posts)",
-                sum(int(r["depth"]) * int(r["posts"]) for r in post_rows) / posts,
-            ),
-            Scalar(
-                "threads.mean_depth_commented",
-                "mean thread depth (posts with a comment)",
-                sum(int(r["depth"]) * int(r["posts"]) for r in with_c) / sum(int(r["posts"]) for r in with_c),
-            )
-            if with_c
-            else missing(
-                "threads.mean_depth_commented",
-                "mean thread depth (posts with a comment)",
-                "no post has a comment",
-            ),
-        ]
-    if comments == 0:
-        why = "the society has no comment"
-        out += [
-            missing(
-                "threads.share_top_level_comments", "share of comments that are top-level (depth 1)", why
-            ),
-            missing("threads.share_reply_comments", "share of comments that are replies (depth >= 2)", why),
-            missing("threads.share_depth_3_plus_comments", "share of comments at depth >= 3", why),
-            missing("threads.max_depth", "deepest comment", why),
-        ]
-    else:
-        by_depth = {int(r["depth"]): int(r["comments"]) for r in comment_rows}
-        out += [
-            Scalar(
-                "threads.share_top_level_comments",
-                "share of comments that are top-level (depth 1)",
-                by_depth.get(1, 0) / comments,
-            ),
-            Scalar(
-                "threads.share_reply_comments",
-                "share of comments that are replies (depth >= 2)",
-                sum(v for d, v in by_depth.items() if d >= 2) / comments,
-            ),
-            Scalar(
-                "threads.share_depth_3_plus_comments",
-                "share of comments at depth >= 3",
-                sum(v for d, v in by_depth.items() if d >= 3) / comments,
-            ),
-            Scalar("threads.max_depth", "deepest comment", max(by_depth)),
-        ]
+    out += _post_shape(post_rows, posts, comments)
+    out += _comment_shape(comment_rows, comments)
     if post_rows:
         out.append(
             Figure(
@@ -184,6 +146,41 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
     return out
 
 
+def _post_shape(post_rows: list[dict[str, Any]], posts: int, comments: int) -> list[Item]:
+    """Posts without a comment, comments per post and the mean thread depth (rows by deepest comment)."""
+    if posts == 0:
+        return _all_missing(THREAD_POST_KEYS, "the society has no post")
+    zero = sum(int(r["posts"]) for r in post_rows if int(r["depth"]) == 0)
+    with_c = [r for r in post_rows if int(r["depth"]) > 0]
+    (k_zero, l_zero), (k_per, l_per), (k_all, l_all), (k_com, l_com) = THREAD_POST_KEYS
+    return [
+        Scalar(k_zero, l_zero, zero / posts),
+        Scalar(k_per, l_per, comments / posts),
+        Scalar(k_all, l_all, sum(int(r["depth"]) * int(r["posts"]) for r in post_rows) / posts),
+        Scalar(
+            k_com,
+            l_com,
+            sum(int(r["depth"]) * int(r["posts"]) for r in with_c) / sum(int(r["posts"]) for r in with_c),
+        )
+        if with_c
+        else missing(k_com, l_com, "no post has a comment"),
+    ]
+
+
+def _comment_shape(comment_rows: list[dict[str, Any]], comments: int) -> list[Item]:
+    """Shares of top-level, reply and deep comments, and the deepest comment (rows by comment depth)."""
+    if comments == 0:
+        return _all_missing(THREAD_COMMENT_KEYS, "the society has no comment")
+    by_depth = {int(r["depth"]): int(r["comments"]) for r in comment_rows}
+    values: list[float] = [
+        by_depth.get(1, 0) / comments,
+        sum(v for d, v in by_depth.items() if d >= 2) / comments,
+        sum(v for d, v in by_depth.items() if d >= 3) / comments,
+        max(by_depth),
+    ]
+    return [Scalar(k, label, v) for (k, label), v in zip(THREAD_COMMENT_KEYS, values, strict=True)]
+
+
 def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
     """Births and deaths of 1- to 5-grams per day (view ``lexical_turnover_daily``).
 
@@ -193,16 +190,16 @@ def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
     neither end inflates a rate. The means are over the days that have a rate (a rate is NULL on the
     first day and when its denominator, the n-grams active that day or the day before, is 0).
     """
-    rows = records(
+    rows = _daily_rows(
         wh,
-        f"SELECT n, day, active, births, birth_rate, deaths, death_rate FROM lexical_turnover_daily "
-        f"WHERE society = {quoted(society)} ORDER BY n, day",
+        "lexical_turnover_daily",
+        "n, day, active, births, birth_rate, deaths, death_rate",
+        society,
+        order="n, day",
     )
     if not rows:
-        reason = "the society has no post or comment"
-        return [
-            missing(f"lexical.birth_rate_n{n}", f"mean birth rate, {n}-grams", reason) for n in range(1, 6)
-        ]
+        keys = [(f"lexical.birth_rate_n{n}", f"mean birth rate, {n}-grams") for n in range(1, 6)]
+        return _all_missing(keys, "the society has no post or comment")
     days = len({r["day"] for r in rows})
     out: list[Item] = []
     births: list[Series] = []
@@ -212,44 +209,46 @@ def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
         xs = [epoch(r["day"]) for r in mine]
         b = [num(r["birth_rate"]) for r in mine]
         d = [num(r["death_rate"]) for r in mine]
-        label_b = f"mean birth rate, {n}-grams (first used that day / active that day)"
-        label_d = f"mean death rate, {n}-grams (last used the day before / active the day before)"
-        if days < 2:
-            why = "the observation period is one day: the first day censors births and deaths"
-            out += [
-                missing(f"lexical.birth_rate_n{n}", label_b, why),
-                missing(f"lexical.death_rate_n{n}", label_d, why),
-            ]
-        else:
-            bv = [x for x in b if x is not None]
-            dv = [x for x in d if x is not None]
-            out.append(
-                Scalar(f"lexical.birth_rate_n{n}", label_b, float(np.mean(bv)))
-                if bv
-                else missing(
-                    f"lexical.birth_rate_n{n}",
-                    label_b,
-                    f"no day after the first uses a {n}-gram that occurs at least twice",
-                )
-            )
-            out.append(
-                Scalar(f"lexical.death_rate_n{n}", label_d, float(np.mean(dv)))
-                if dv
-                else missing(
-                    f"lexical.death_rate_n{n}",
-                    label_d,
-                    f"no day before the last uses a {n}-gram that occurs at least twice",
-                )
-            )
+        out += _turnover_means(n, b, d, days)
         births.append(Series(f"n={n}", xs, b))
         deaths.append(Series(f"n={n}", xs, d))
     style = "points" if days == 1 else "line"
     for s in births + deaths:
         s.style = style  # type: ignore[assignment]
+    return [*out, *_turnover_figures(births, deaths, days), _turnover_table(rows)]
+
+
+def _turnover_means(n: int, b: list[float | None], d: list[float | None], days: int) -> list[Item]:
+    """Mean birth and death rates of ``n``-grams over the days that have one."""
+    label_b = f"mean birth rate, {n}-grams (first used that day / active that day)"
+    label_d = f"mean death rate, {n}-grams (last used the day before / active the day before)"
+    if days < 2:
+        why = "the observation period is one day: the first day censors births and deaths"
+        return [
+            missing(f"lexical.birth_rate_n{n}", label_b, why),
+            missing(f"lexical.death_rate_n{n}", label_d, why),
+        ]
+    return [
+        _mean_of(
+            b,
+            f"lexical.birth_rate_n{n}",
+            label_b,
+            f"no day after the first uses a {n}-gram that occurs at least twice",
+        ),
+        _mean_of(
+            d,
+            f"lexical.death_rate_n{n}",
+            label_d,
+            f"no day before the last uses a {n}-gram that occurs at least twice",
+        ),
+    ]
+
+
+def _turnover_figures(births: list[Series], deaths: list[Series], days: int) -> list[Item]:
     one_day = (
         None if days > 1 else "the observation period is one day: the first day censors births and deaths"
     )
-    out.append(
+    return [
         Figure(
             "lexical.birth",
             "Lexical births per day (n-grams first used that day / active that day)",
@@ -258,9 +257,7 @@ def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
             births,
             x_kind="time",
             reason=one_day,
-        )
-    )
-    out.append(
+        ),
         Figure(
             "lexical.death",
             "Lexical deaths per day (n-grams last used the day before / active the day before)",
@@ -269,28 +266,34 @@ def lexical_turnover(wh: Warehouse, society: str) -> list[Item]:
             deaths,
             x_kind="time",
             reason=one_day,
-        )
-    )
-    out.append(
-        Table(
-            "lexical.table",
-            "Lexical turnover per n and day (first day: births and deaths censored)",
-            ["n", "day", "active", "births", "birth rate", "deaths", "death rate"],
+        ),
+    ]
+
+
+def _turnover_table(rows: list[dict[str, Any]]) -> Table:
+    return Table(
+        "lexical.table",
+        "Lexical turnover per n and day (first day: births and deaths censored)",
+        ["n", "day", "active", "births", "birth rate", "deaths", "death rate"],
+        [
             [
-                [
-                    r["n"],
-                    str(r["day"]),
-                    r["active"],
-                    r["births"],
-                    num(r["birth_rate"]),
-                    r["deaths"],
-                    num(r["death_rate"]),
-                ]
-                for r in rows
-            ],
-        )
+                r["n"],
+                str(r["day"]),
+                r["active"],
+                r["births"],
+                num(r["birth_rate"]),
+                r["deaths"],
+                num(r["death_rate"]),
+            ]
+            for r in rows
+        ],
     )
-    return out
+
+
+def _mean_of(values: list[float | None], key: str, label: str, why: str) -> Scalar:
+    """The mean of the values that are there, or ``why`` when none is."""
+    vals = [v for v in values if v is not None]
+    return Scalar(key, label, float(np.mean(vals))) if vals else missing(key, label, why)
 
 
 def knn_similarity(
@@ -318,15 +321,69 @@ def knn_similarity(
 
 
 def semantic(wh: Warehouse, society: str) -> list[Item]:
-    q = quoted(society)
-    daily = records(
+    """Per day: centroid similarity to the previous day, mean pairwise and 10-nearest-neighbour similarity."""
+    daily = _daily_rows(
         wh,
-        f"SELECT day, texts, mean_pairwise_similarity AS pairwise, centroid_similarity_prev_day AS centroid "
-        f"FROM semantic_daily WHERE society = {q} ORDER BY day",
+        "semantic_daily",
+        "day, texts, mean_pairwise_similarity AS pairwise, centroid_similarity_prev_day AS centroid",
+        society,
     )
     if not daily:
-        reason = "the society has no text (posts or comments) with an embedding"
-        return [missing(k, label, reason) for k, label in SEMANTIC_KEYS]
+        return _all_missing(SEMANTIC_KEYS, "the society has no text (posts or comments) with an embedding")
+    knn = _knn_per_day(wh, quoted(society), daily)
+    xs = [epoch(r["day"]) for r in daily]
+    style: Style = "points" if len(daily) == 1 else "line"
+    fig = Figure(
+        "semantic.daily",
+        f"Semantic stability per day ({MODEL}, cosine)",
+        "day (UTC)",
+        "similarity",
+        [
+            Series("centroid vs previous day", xs, [num(r["centroid"]) for r in daily], style=style),
+            Series("mean pairwise", xs, [num(r["pairwise"]) for r in daily], style=style),
+            Series(f"mean of {KNN} nearest", xs, knn, style=style),
+        ],
+        x_kind="time",
+    )
+    return [
+        Scalar(
+            "semantic.texts",
+            "texts embedded (after removing texts with > 1,000 copies)",
+            sum(int(r["texts"]) for r in daily),
+        ),
+        _mean_of(
+            [num(r["centroid"]) for r in daily],
+            "semantic.centroid_similarity",
+            "mean centroid similarity between consecutive days",
+            "no two consecutive days have text",
+        ),
+        _mean_of(
+            [num(r["pairwise"]) for r in daily],
+            "semantic.mean_pairwise",
+            "mean pairwise similarity (mean over days)",
+            "no day has two texts",
+        ),
+        _mean_of(
+            knn,
+            "semantic.knn10",
+            f"mean similarity to the {KNN} nearest neighbours (mean over days)",
+            f"no day has more than {KNN} texts",
+        ),
+        fig,
+        Table(
+            "semantic.table",
+            "Semantic stability per day",
+            ["day", "texts", "centroid vs previous day", "mean pairwise", f"mean of {KNN} nearest"],
+            [
+                [str(r["day"]), r["texts"], num(r["centroid"]), num(r["pairwise"]), k]
+                for r, k in zip(daily, knn, strict=True)
+            ],
+        ),
+    ]
+
+
+def _knn_per_day(wh: Warehouse, q: str, daily: list[dict[str, Any]]) -> list[float | None]:
+    """The 10-nearest-neighbour similarity of each day in ``daily``, texts with many copies left out."""
     heavy = (
         f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
         f"HAVING count() > {HEAVY_COPIES}"
@@ -344,57 +401,4 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
         hashes = [h for h in by_day.get(str(r["day"]), []) if h in vecs]
         mat = np.stack([vecs[h] for h in hashes]) if hashes else np.zeros((0, 1), np.float32)
         knn.append(knn_similarity(mat, queries=KNN_QUERIES))
-    xs = [epoch(r["day"]) for r in daily]
-    style: Style = "points" if len(daily) == 1 else "line"
-    fig = Figure(
-        "semantic.daily",
-        f"Semantic stability per day ({MODEL}, cosine)",
-        "day (UTC)",
-        "similarity",
-        [
-            Series("centroid vs previous day", xs, [num(r["centroid"]) for r in daily], style=style),
-            Series("mean pairwise", xs, [num(r["pairwise"]) for r in daily], style=style),
-            Series(f"mean of {KNN} nearest", xs, knn, style=style),
-        ],
-        x_kind="time",
-    )
-
-    def mean_of(values: list[float | None], key: str, label: str, why: str) -> Scalar:
-        vals = [v for v in values if v is not None]
-        return Scalar(key, label, float(np.mean(vals))) if vals else missing(key, label, why)
-
-    return [
-        Scalar(
-            "semantic.texts",
-            "texts embedded (after removing texts with > 1,000 copies)",
-            sum(int(r["texts"]) for r in daily),
-        ),
-        mean_of(
-            [num(r["centroid"]) for r in daily],
-            "semantic.centroid_similarity",
-            "mean centroid similarity between consecutive days",
-            "no two consecutive days have text",
-        ),
-        mean_of(
-            [num(r["pairwise"]) for r in daily],
-            "semantic.mean_pairwise",
-            "mean pairwise similarity (mean over days)",
-            "no day has two texts",
-        ),
-        mean_of(
-            knn,
-            "semantic.knn10",
-            f"mean similarity to the {KNN} nearest neighbours (mean over days)",
-            f"no day has more than {KNN} texts",
-        ),
-        fig,
-        Table(
-            "semantic.table",
-            "Semantic stability per day",
-            ["day", "texts", "centroid vs previous day", "mean pairwise", f"mean of {KNN} nearest"],
-            [
-                [str(r["day"]), r["texts"], num(r["centroid"]), num(r["pairwise"]), k]
-                for r, k in zip(daily, knn, strict=True)
-            ],
-        ),
-    ]
+    return knn

@@ -259,6 +259,33 @@ def _bar_gap(xs: list[float]) -> float:
     return min(gaps) if gaps else 1.0
 
 
+@dataclass
+class _Frame:
+    """Where the plot sits in the figure: margins, plot size, the axes and how the x labels are drawn."""
+
+    x_axis: Axis
+    y_axis: Axis
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    height: float
+    y_label_w: float
+    x_labels: list[str]  # tick labels as shown (shortened)
+    rotate: bool  # category labels at -45 degrees
+    show_every: int  # label every n-th tick
+
+    @property
+    def base(self) -> float:
+        return self.top + self.plot_h
+
+    def px(self, v: float) -> float:
+        return self.left + self.x_axis.frac(v) * self.plot_w
+
+    def py(self, v: float) -> float:
+        return self.top + (1 - self.y_axis.frac(v)) * self.plot_h
+
+
 def figure_svg(fig: Figure) -> str | None:
     """The figure as one ``<svg class="figure">`` element, or None when there is nothing to draw."""
     series = _prepare(fig)
@@ -269,36 +296,53 @@ def figure_svg(fig: Figure) -> str | None:
     bars = [s for s in series if s.style == "bars" and any(y is not None for _, y in s.points)]
     bar_xs = [x for s in bars for x, y in s.points if y is not None]
     gap = _bar_gap(bar_xs) if bars else 0.0
+    x_axis, x_label = _x_axis(fig, xs, gap, bool(bars))
+    y_axis = _y_axis(fig, ys, bool(bars))
+    legend_items = [s for s in series if s.points] if len(series) > 1 else []
+    legend_rows, legend_svg = _legend(legend_items)
+    frame = _layout(fig, x_axis, y_axis, legend_rows)
+    out: list[str] = [
+        f'<svg class="figure" data-key="{esc(fig.key)}" viewBox="0 0 {WIDTH} {frame.height:.0f}" '
+        f'width="100%" role="img" font-size="{FONT}" preserveAspectRatio="xMidYMid meet">',
+        f"<title>{esc(fig.title)}</title>",
+    ]
+    out += _axes_svg(fig, frame, x_label)
+    out += _data_svg(fig, frame, series, bars, gap)
+    out.append(legend_svg)
+    out.append("</svg>")
+    return "".join(out)
 
-    # x axis
+
+def _x_axis(fig: Figure, xs: list[float], gap: float, bars: bool) -> tuple[Axis, str]:
+    """The x axis (category, time, log or linear) and its label (time axes say UTC and the first day)."""
     time_kind = fig.x_kind == "time" and TIME_RANGE[0] <= min(xs) and max(xs) <= TIME_RANGE[1]
     x_label = str(fig.x_label)
     if fig.x_kind == "category":
         n = max(len(fig.categories), int(max(xs)) + 1)
-        x_axis = category_axis(n, [str(c) for c in fig.categories])
-    else:
-        lo, hi = min(xs) - gap / 2, max(xs) + gap / 2
-        if time_kind:
-            x_axis = time_axis(lo, hi)
-            if "UTC" not in x_label:
-                first = datetime.fromtimestamp(x_axis.lo, UTC).strftime("%Y-%m-%d")
-                x_label += f" (UTC, from {first})" if x_axis.hi - x_axis.lo < 2 * DAY else " (UTC)"
-        elif fig.log_x and fig.x_kind == "number":
-            x_axis = log_axis(lo, hi)
-        else:
-            x_axis = linear_axis(lo, hi, 6, snap=not bars)
+        return category_axis(n, [str(c) for c in fig.categories]), x_label
+    lo, hi = min(xs) - gap / 2, max(xs) + gap / 2
+    if time_kind:
+        x_axis = time_axis(lo, hi)
+        if "UTC" not in x_label:
+            first = datetime.fromtimestamp(x_axis.lo, UTC).strftime("%Y-%m-%d")
+            x_label += f" (UTC, from {first})" if x_axis.hi - x_axis.lo < 2 * DAY else " (UTC)"
+        return x_axis, x_label
+    if fig.log_x and fig.x_kind == "number":
+        return log_axis(lo, hi), x_label
+    return linear_axis(lo, hi, 6, snap=not bars), x_label
 
-    # y axis: bars stand on zero (linear) or on the bottom (log)
+
+def _y_axis(fig: Figure, ys: list[float], bars: bool) -> Axis:
+    """The y axis: bars stand on zero (linear) or on the bottom (log)."""
     if fig.log_y:
-        y_axis = log_axis(min(ys), max(ys))
-    elif bars:
-        y_axis = linear_axis(min([*ys, 0.0]), max([*ys, 0.0]), 5)
-    else:
-        y_axis = linear_axis(min(ys), max(ys), 5)
+        return log_axis(min(ys), max(ys))
+    if bars:
+        return linear_axis(min([*ys, 0.0]), max([*ys, 0.0]), 5)
+    return linear_axis(min(ys), max(ys), 5)
 
-    # layout
-    legend_items = [s for s in series if s.points] if len(series) > 1 else []
-    legend_rows, legend_svg = _legend(legend_items)
+
+def _layout(fig: Figure, x_axis: Axis, y_axis: Axis, legend_rows: int) -> _Frame:
+    """Margins from the tick labels and the legend; long category labels turn -45 degrees."""
     y_label_w = max((len(label) for _, label in y_axis.ticks), default=1) * CHAR_W
     left = 24 + y_label_w + 8
     top = 14 + legend_rows * 18
@@ -315,41 +359,32 @@ def figure_svg(fig: Figure) -> str | None:
         tick_room = widest * 0.71 + 16
         left = max(left, widest * 0.71 - slot / 2 + 6)
         plot_w = WIDTH - left - right
-        slot = plot_w / max(len(x_axis.ticks), 1)
     else:
         tick_room = 20.0
     bottom = tick_room + 22
     plot_h = float(PLOT_HEIGHT)
     height = top + plot_h + bottom
+    return _Frame(x_axis, y_axis, left, top, plot_w, plot_h, height, y_label_w, x_labels, rotate, show_every)
 
-    def px(v: float) -> float:
-        return left + x_axis.frac(v) * plot_w
 
-    def py(v: float) -> float:
-        return top + (1 - y_axis.frac(v)) * plot_h
-
-    out: list[str] = [
-        f'<svg class="figure" data-key="{esc(fig.key)}" viewBox="0 0 {WIDTH} {height:.0f}" width="100%" '
-        f'role="img" font-size="{FONT}" preserveAspectRatio="xMidYMid meet">',
-        f"<title>{esc(fig.title)}</title>",
-    ]
-    # grid, axes, ticks
+def _axes_svg(fig: Figure, f: _Frame, x_label: str) -> list[str]:
+    """Grid, axis lines, tick labels and the two axis titles."""
     grid: list[str] = []
     labels: list[str] = []
-    for v, label in y_axis.ticks:
-        ty = py(v)
+    left, top, plot_w, base = f.left, f.top, f.plot_w, f.base
+    for v, label in f.y_axis.ticks:
+        ty = f.py(v)
         grid.append(f'<line x1="{left:.1f}" x2="{left + plot_w:.1f}" y1="{ty:.1f}" y2="{ty:.1f}"/>')
         labels.append(f'<text x="{left - 6:.1f}" y="{ty + 3.5:.1f}" text-anchor="end">{esc(label)}</text>')
-    base = top + plot_h
-    for i, ((v, _), label) in enumerate(zip(x_axis.ticks, x_labels, strict=True)):
-        tx = px(v)
+    for i, ((v, _), label) in enumerate(zip(f.x_axis.ticks, f.x_labels, strict=True)):
+        tx = f.px(v)
         if fig.x_kind != "category":
             grid.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top:.1f}" y2="{base:.1f}"/>')
-        if i % show_every:
+        if i % f.show_every:
             continue
-        full = esc(x_axis.ticks[i][1])
-        hint = f"<title>{full}</title>" if label != x_axis.ticks[i][1] else ""
-        if rotate:
+        full = esc(f.x_axis.ticks[i][1])
+        hint = f"<title>{full}</title>" if label != f.x_axis.ticks[i][1] else ""
+        if f.rotate:
             labels.append(
                 f'<text x="{tx:.1f}" y="{base + 12:.1f}" text-anchor="end" '
                 f'transform="rotate(-45 {tx:.1f} {base + 12:.1f})">{hint}{esc(label)}</text>'
@@ -358,36 +393,39 @@ def figure_svg(fig: Figure) -> str | None:
             labels.append(
                 f'<text x="{tx:.1f}" y="{base + 15:.1f}" text-anchor="middle">{hint}{esc(label)}</text>'
             )
-    out.append(f'<g class="grid" stroke="#e3e6ea" stroke-width="1">{"".join(grid)}</g>')
-    out.append(
+    cx, cy = max(14.0, left - f.y_label_w - 18), top + f.plot_h / 2
+    return [
+        f'<g class="grid" stroke="#e3e6ea" stroke-width="1">{"".join(grid)}</g>',
         f'<path class="axis" d="M{left:.1f} {top:.1f}V{base:.1f}H{left + plot_w:.1f}" '
-        'fill="none" stroke="#6b7280" stroke-width="1"/>'
-    )
-    out.append(f'<g class="ticks" fill="#4b5563">{"".join(labels)}</g>')
-    out.append(
-        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 6:.1f}" text-anchor="middle" '
-        f'fill="#1f2937">{esc(x_label)}</text>'
-    )
-    cx, cy = max(14.0, left - y_label_w - 18), top + plot_h / 2
-    out.append(
+        'fill="none" stroke="#6b7280" stroke-width="1"/>',
+        f'<g class="ticks" fill="#4b5563">{"".join(labels)}</g>',
+        f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{f.height - 6:.1f}" text-anchor="middle" '
+        f'fill="#1f2937">{esc(x_label)}</text>',
         f'<text class="axis-label" x="{cx:.1f}" y="{cy:.1f}" text-anchor="middle" fill="#1f2937" '
-        f'transform="rotate(-90 {cx:.1f} {cy:.1f})">{esc(fig.y_label)}</text>'
-    )
+        f'transform="rotate(-90 {cx:.1f} {cy:.1f})">{esc(fig.y_label)}</text>',
+    ]
 
-    # data
+
+def _data_svg(
+    fig: Figure, f: _Frame, series: list[_Prepared], bars: list[_Prepared], gap: float
+) -> list[str]:
+    """One ``<g class="series">`` per series: polylines, points or bars (grouped side by side)."""
     bar_w = (
-        min(max(plot_w * gap / (x_axis.hi - x_axis.lo) * 0.8 / max(len(bars), 1), 1.0), 48.0) if bars else 0
+        min(max(f.plot_w * gap / (f.x_axis.hi - f.x_axis.lo) * 0.8 / max(len(bars), 1), 1.0), 48.0)
+        if bars
+        else 0
     )
-    y_base = py(max(y_axis.lo, min(0.0, y_axis.hi))) if not fig.log_y else base
+    y_base = f.py(max(f.y_axis.lo, min(0.0, f.y_axis.hi))) if not fig.log_y else f.base
+    out: list[str] = []
     bar_index = 0
     for s in series:
         out.append(f'<g class="series" data-series="{esc(s.name)}">')
         if s.style == "line":
-            out.extend(_line(s, px, py))
+            out.extend(_line(s, f.px, f.py))
         elif s.style == "points":
             r = 2.8 if len(s.points) <= 2000 else 1.8
             out.extend(
-                f'<circle class="mark point" cx="{px(x):.1f}" cy="{py(y):.1f}" r="{r}" fill="{s.color}" '
+                f'<circle class="mark point" cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="{r}" fill="{s.color}" '
                 'fill-opacity="0.75"/>'
                 for x, y in s.points
                 if y is not None
@@ -395,23 +433,26 @@ def figure_svg(fig: Figure) -> str | None:
         else:
             offset = (bar_index - (len(bars) - 1) / 2) * bar_w
             bar_index += 1
-            for x, y in s.points:
-                if y is None:
-                    continue
-                cx, top_y = px(x) + offset, py(y)
-                y0, y1 = sorted((top_y, y_base))
-                name = (
-                    x_axis.ticks[int(x)][1] if fig.x_kind == "category" else fmt_number(_unlog(x, fig.log_x))
-                )
-                value = fmt_number(_unlog(y, fig.log_y))
-                out.append(
-                    f'<rect class="mark bar" x="{cx - bar_w / 2:.1f}" y="{y0:.1f}" width="{bar_w:.1f}" '
-                    f'height="{y1 - y0:.1f}" fill="{s.color}"><title>{esc(name)}: {esc(value)}</title></rect>'
-                )
+            out.extend(_bars(fig, f, s, offset, bar_w, y_base))
         out.append("</g>")
-    out.append(legend_svg)
-    out.append("</svg>")
-    return "".join(out)
+    return out
+
+
+def _bars(fig: Figure, f: _Frame, s: _Prepared, offset: float, bar_w: float, y_base: float) -> list[str]:
+    """The bars of ``s``, each titled with its x (category label or number) and its value."""
+    out: list[str] = []
+    for x, y in s.points:
+        if y is None:
+            continue
+        cx, top_y = f.px(x) + offset, f.py(y)
+        y0, y1 = sorted((top_y, y_base))
+        name = f.x_axis.ticks[int(x)][1] if fig.x_kind == "category" else fmt_number(_unlog(x, fig.log_x))
+        value = fmt_number(_unlog(y, fig.log_y))
+        out.append(
+            f'<rect class="mark bar" x="{cx - bar_w / 2:.1f}" y="{y0:.1f}" width="{bar_w:.1f}" '
+            f'height="{y1 - y0:.1f}" fill="{s.color}"><title>{esc(name)}: {esc(value)}</title></rect>'
+        )
+    return out
 
 
 def _dash(s: _Prepared) -> str:
