@@ -27,16 +27,9 @@ from typing import Literal
 
 import orjson
 
+from molt_society.agents.actions import comment_created, post_created, vote_cast
 from molt_society.schemas.control import FeedItem
-from molt_society.schemas.events import (
-    CommentCreated,
-    CommentCreatedBody,
-    Event,
-    PostCreated,
-    PostCreatedBody,
-    VoteCast,
-    VoteCastBody,
-)
+from molt_society.schemas.events import Event
 from molt_society.schemas.ids import uuid7
 
 Action = Literal["post", "comment", "reply", "vote", "nothing"]
@@ -243,30 +236,35 @@ def to_event(
     id's random bits come from (seeded, a replayed tick regenerates the same id)."""
     eid = uuid7(at, rand)
     if d.action == "post":
-        body = PostCreatedBody(post_id=str(eid), submolt=d.submolt or "", title=d.title, content=d.content)
-        return PostCreated(event_id=eid, society=society, actor=actor, occurred_at=at, body=body)
+        return post_created(
+            eid, society, actor, at, submolt=d.submolt or "", title=d.title, content=d.content
+        )
     if d.action in ("comment", "reply"):
         assert d.post is not None
         parent = d.comment
-        cbody = CommentCreatedBody(
-            comment_id=str(eid),
+        return comment_created(
+            eid,
+            society,
+            actor,
+            at,
             post_id=d.post["post_id"],
             parent_id=str(parent[0]) if parent else None,
             depth=int(str(parent[2])) + 1 if parent else 1,
             content=d.content,
-        )
-        cause = str(parent[0]) if parent else d.post["post_id"]
-        return CommentCreated(
-            event_id=eid, society=society, actor=actor, occurred_at=at, causation_id=cause, body=cbody
+            cause=str(parent[0]) if parent else d.post["post_id"],
         )
     if d.action == "vote":
         assert d.post is not None
         target_type: Literal["post", "comment"] = "comment" if d.comment else "post"
         target = str(d.comment[0]) if d.comment else d.post["post_id"]
-        vbody = VoteCastBody(
-            target_type=target_type, target_id=target, post_id=d.post["post_id"], value=d.value
-        )
-        return VoteCast(
-            event_id=eid, society=society, actor=actor, occurred_at=at, causation_id=target, body=vbody
+        return vote_cast(
+            eid,
+            society,
+            actor,
+            at,
+            post_id=d.post["post_id"],
+            target_type=target_type,
+            target_id=target,
+            value=d.value,
         )
     return None

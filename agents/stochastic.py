@@ -22,20 +22,13 @@ from typing import Literal
 
 import numpy as np
 
+from molt_society.agents.actions import comment_created, post_created, vote_cast
 from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext, awake, moment
 from molt_society.agents.genesis import genesis_events
 from molt_society.agents.roster import AgentSpec, submolt_weights
 from molt_society.schemas.control import FeedItem
-from molt_society.schemas.events import (
-    CommentCreated,
-    CommentCreatedBody,
-    Event,
-    PostCreated,
-    PostCreatedBody,
-    VoteCast,
-    VoteCastBody,
-)
+from molt_society.schemas.events import Event
 from molt_society.schemas.ids import uuid7
 
 _WORDS = tuple(
@@ -214,17 +207,14 @@ class StochasticBrain:
 
     def _post(self, agent: AgentSpec, at: datetime, ctx: TickContext, py: random.Random) -> Event:
         eid = uuid7(at, py)
-        return PostCreated(
-            event_id=eid,
-            society=ctx.society,
-            actor=agent.agent_id,
-            occurred_at=at,
-            body=PostCreatedBody(
-                post_id=str(eid),
-                submolt=self._submolt(agent, py),
-                title=_text(py, 3, 8),
-                content=_text(py, 8, 40),
-            ),
+        return post_created(
+            eid,
+            ctx.society,
+            agent.agent_id,
+            at,
+            submolt=self._submolt(agent, py),
+            title=_text(py, 3, 8),
+            content=_text(py, 8, 40),
         )
 
     def _pick(self, agent: AgentSpec, feed: FeedView, py: random.Random) -> FeedItem | None:
@@ -247,19 +237,16 @@ class StochasticBrain:
             parent = recent[-1] if py.random() < t.chain_prob else py.choice(recent)
             parent_id, depth, cause = parent[0], int(parent[2]) + 1, parent[0]
         eid = uuid7(at, py)
-        return CommentCreated(
-            event_id=eid,
-            society=ctx.society,
-            actor=agent.agent_id,
-            occurred_at=at,
-            causation_id=cause,
-            body=CommentCreatedBody(
-                comment_id=str(eid),
-                post_id=item["post_id"],
-                parent_id=parent_id,
-                depth=depth,
-                content=_text(py, 4, 30),
-            ),
+        return comment_created(
+            eid,
+            ctx.society,
+            agent.agent_id,
+            at,
+            post_id=item["post_id"],
+            parent_id=parent_id,
+            depth=depth,
+            content=_text(py, 4, 30),
+            cause=cause,
         )
 
     def _vote(
@@ -273,13 +260,13 @@ class StochasticBrain:
             target_type, target_id = "comment", str(py.choice(recent)[0])
         else:
             target_type, target_id = "post", item["post_id"]
-        return VoteCast(
-            event_id=uuid7(at, py),
-            society=ctx.society,
-            actor=agent.agent_id,
-            occurred_at=at,
-            causation_id=target_id,
-            body=VoteCastBody(
-                target_type=target_type, target_id=target_id, post_id=item["post_id"], value=value
-            ),
+        return vote_cast(
+            uuid7(at, py),
+            ctx.society,
+            agent.agent_id,
+            at,
+            post_id=item["post_id"],
+            target_type=target_type,
+            target_id=target_id,
+            value=value,
         )

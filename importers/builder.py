@@ -156,6 +156,17 @@ class Builder:
         self.events.append(event)
         self.reports[origin.file].events[event.type] += 1
 
+    def _emit_valid(self, origin: Origin, what: str, build: Callable[[], Event]) -> bool:
+        """Emit the event ``build`` makes; one the event schema refuses is skipped as ``<what> not valid
+        for the event schema``. Whether it was emitted."""
+        try:
+            event = build()
+        except ValidationError as exc:
+            self._skip(origin, f"{what} not valid for the event schema", _schema_error(exc))
+            return False
+        self._emit(origin, event)
+        return True
+
     def _text(self, origin: Origin, value: str | None, limit: int, what: str) -> str:
         if value is None:
             return ""
@@ -429,8 +440,10 @@ class Builder:
         reported: int | None,
     ) -> None:
         tally_at = at + TALLY_OFFSET
-        try:
-            event = VoteTallied(
+        self._emit_valid(
+            origin,
+            "vote tally",
+            lambda: VoteTallied(
                 event_id=event_id("vote_tallied", f"{target_type}:{target_id}", tally_at),
                 society=self.society,
                 actor=PLATFORM,
@@ -444,11 +457,8 @@ class Builder:
                     downvotes=votes[1],
                     reported_comments=reported,
                 ),
-            )
-        except ValidationError as exc:
-            self._skip(origin, "vote tally not valid for the event schema", _schema_error(exc))
-            return
-        self._emit(origin, event)
+            ),
+        )
 
     def _tallies(
         self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
@@ -469,6 +479,22 @@ class Builder:
     def _agents(
         self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
     ) -> None:
+        agents = self._authors(posts, comments)
+        self._listed(agents)
+        named_only = 0
+        for agent in agents.values():
+            named_only += self._register(agent) and agent.agent_id.startswith("name:")
+        if named_only:
+            self.notes.append(
+                f"{named_only} agent(s) are known only by a name (agent id 'name:<name>'): MoltBook names "
+                "are not unique over time, ids are, so two agents that used one name are merged and a "
+                "renamed agent is split; API records with author ids do not have this problem."
+            )
+
+    def _authors(
+        self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
+    ) -> dict[str, _Agent]:
+        """The authors of the emitted posts and comments, by actor, each with its first act."""
         agents: dict[str, _Agent] = {}
         acts: list[tuple[datetime, int, Author, str, Origin]] = []
         for seq, (prec, actor) in enumerate(posts.values()):
@@ -491,6 +517,10 @@ class Builder:
                 )
             if known.description is None and author.description:
                 known.description = author.description
+        return agents
+
+    def _listed(self, agents: dict[str, _Agent]) -> None:
+        """Add the agents of the files' agents listings to ``agents`` (first row of a name kept)."""
         for f in self.files:
             for row in f.agents:
                 agent_id = ("name:" + sanitise_id(row.name))[:128]
@@ -503,48 +533,39 @@ class Builder:
                 known.listed = row
                 if row.description and not known.description:
                     known.description = row.description
-        named_only = 0
-        for agent in agents.values():
-            listed = agent.listed
-            if listed is not None and listed.registered_at is not None:
-                at, origin = listed.registered_at, listed.origin
-                if agent.first_at is not None and agent.first_at < at:
-                    self._note(
-                        origin, "registration time after the agent's first post or comment", agent.name
-                    )
-            elif agent.first_at is not None and agent.origin is not None:
-                at, origin = agent.first_at, agent.origin
-            else:
-                assert listed is not None
-                self._skip(
-                    listed.origin,
-                    "agent has no registration time and no post or comment in the dump",
-                    listed.name,
-                )
-                continue
-            try:
-                event = AgentRegistered(
-                    event_id=event_id("agent_registered", agent.agent_id, at),
-                    society=self.society,
-                    actor=agent.agent_id,
-                    occurred_at=at,
-                    body=AgentRegisteredBody(
-                        name=self._text(origin, agent.name, NAME_MAX, "agent name"),
-                        brain=IMPORTED_BRAIN,
-                        persona=self._text(origin, agent.description, TEXT_MAX, "agent description") or None,
-                    ),
-                )
-            except ValidationError as exc:
-                self._skip(origin, "agent not valid for the event schema", _schema_error(exc))
-                continue
-            self._emit(origin, event)
-            named_only += agent.agent_id.startswith("name:")
-        if named_only:
-            self.notes.append(
-                f"{named_only} agent(s) are known only by a name (agent id 'name:<name>'): MoltBook names "
-                "are not unique over time, ids are, so two agents that used one name are merged and a "
-                "renamed agent is split; API records with author ids do not have this problem."
+
+    def _register(self, agent: _Agent) -> bool:
+        """Emit an agent's ``agent_registered``; whether it was emitted."""
+        listed = agent.listed
+        if listed is not None and listed.registered_at is not None:
+            at, origin = listed.registered_at, listed.origin
+            if agent.first_at is not None and agent.first_at < at:
+                self._note(origin, "registration time after the agent's first post or comment", agent.name)
+        elif agent.first_at is not None and agent.origin is not None:
+            at, origin = agent.first_at, agent.origin
+        else:
+            assert listed is not None
+            self._skip(
+                listed.origin,
+                "agent has no registration time and no post or comment in the dump",
+                listed.name,
             )
+            return False
+        return self._emit_valid(
+            origin,
+            "agent",
+            lambda: AgentRegistered(
+                event_id=event_id("agent_registered", agent.agent_id, at),
+                society=self.society,
+                actor=agent.agent_id,
+                occurred_at=at,
+                body=AgentRegisteredBody(
+                    name=self._text(origin, agent.name, NAME_MAX, "agent name"),
+                    brain=IMPORTED_BRAIN,
+                    persona=self._text(origin, agent.description, TEXT_MAX, "agent description") or None,
+                ),
+            ),
+        )
 
     def _submolts(self, posts: dict[str, tuple[PostRecord, str]]) -> None:
         first: dict[str, PostRecord] = {}
@@ -563,31 +584,30 @@ class Builder:
                 else:
                     listed[key] = row
         for key, rec in first.items():
-            entry = listed.get(key)
-            origin = rec.origin
-            ref = rec.submolt
-            display = (ref.display_name if ref else None) or (entry.display_name if entry else None)
-            try:
-                event = SubmoltCreated(
-                    event_id=event_id("submolt_created", key, rec.created_at),
-                    society=self.society,
-                    actor=PLATFORM,
-                    occurred_at=rec.created_at,
-                    body=SubmoltCreatedBody(
-                        submolt=key,
-                        title=self._text(origin, display, TITLE_MAX, "submolt display name"),
-                        description=self._text(
-                            entry.origin if entry else origin,
-                            entry.description if entry else None,
-                            TEXT_MAX,
-                            "submolt description",
-                        ),
-                    ),
-                )
-            except ValidationError as exc:
-                self._skip(origin, "submolt not valid for the event schema", _schema_error(exc))
-                continue
-            self._emit(origin, event)
+            make = functools.partial(self._submolt_event, key, rec, listed.get(key))
+            self._emit_valid(rec.origin, "submolt", make)
+
+    def _submolt_event(self, key: str, rec: PostRecord, entry: SubmoltRecord | None) -> SubmoltCreated:
+        """The ``submolt_created`` of submolt ``key``, first posted in ``rec``, listed as ``entry``."""
+        origin = rec.origin
+        ref = rec.submolt
+        display = (ref.display_name if ref else None) or (entry.display_name if entry else None)
+        return SubmoltCreated(
+            event_id=event_id("submolt_created", key, rec.created_at),
+            society=self.society,
+            actor=PLATFORM,
+            occurred_at=rec.created_at,
+            body=SubmoltCreatedBody(
+                submolt=key,
+                title=self._text(origin, display, TITLE_MAX, "submolt display name"),
+                description=self._text(
+                    entry.origin if entry else origin,
+                    entry.description if entry else None,
+                    TEXT_MAX,
+                    "submolt description",
+                ),
+            ),
+        )
 
     def _summary(
         self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]

@@ -12,6 +12,10 @@ returned; its id, when it has one, is remembered so that replies to it are repor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
 from molt_society.importers.fields import get, ignored
 from molt_society.importers.records import (
     Author,
@@ -29,6 +33,8 @@ from molt_society.importers.records import (
     parse_time,
 )
 
+T = TypeVar("T")
+
 
 def _counts(obj: dict[str, object]) -> Counts:
     return Counts(
@@ -43,30 +49,59 @@ def _author(obj: dict[str, object]) -> Author | None:
     return parse_author(get(obj, "author"), get(obj, "author_id"), get(obj, "author_name"))
 
 
-def read_post(obj: object, out: FileRecords, position: str) -> PostRecord | None:
-    """The post in ``obj``, appended to ``out.posts``; ``None`` (and a skip) when unreadable."""
-    out.report.read["posts"] += 1
+def _read(
+    obj: object,
+    out: FileRecords,
+    position: str,
+    kind: str,
+    unreadable: set[str],
+    parse: Callable[[dict[str, object]], T],
+) -> tuple[dict[str, object], T] | None:
+    """Count a ``kind`` record read and ``parse`` the fields that identify it: the object (its fields the
+    project leaves out counted) and what ``parse`` gave, or ``None`` and a skip when it is not a JSON
+    object or ``parse`` raised ``RecordError`` (its id, when it has one, is remembered in ``unreadable``)."""
+    out.report.read[kind + "s"] += 1
     if not isinstance(obj, dict):
-        out.report.skip("post is not a JSON object", position, type(obj).__name__)
+        out.report.skip(f"{kind} is not a JSON object", position, type(obj).__name__)
         return None
-    out.report.ignored_fields.update(ignored(obj, "post"))
-    raw_id = obj.get("id")
+    out.report.ignored_fields.update(ignored(obj, kind))
     try:
-        post_id = parse_id(raw_id, "post id")
-        created = parse_time(get(obj, "created_at"))
+        return obj, parse(obj)
     except RecordError as exc:
+        raw_id = obj.get("id")
         if isinstance(raw_id, str) and raw_id:
-            out.unreadable_posts.add(raw_id)
+            unreadable.add(raw_id)
         out.report.skip(exc.reason, position, f"id {raw_id!r} {exc.detail}".strip())
         return None
+
+
+def _source_depth(value: object) -> int | None:
+    """A comment's own (0-based) ``depth`` field, when it gives one."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RecordError("depth is not a non-negative integer", repr(value)[:40])
+    return value
+
+
+def _post_identity(doc: dict[str, object]) -> tuple[str, datetime]:
+    return parse_id(doc.get("id"), "post id"), parse_time(get(doc, "created_at"))
+
+
+def read_post(obj: object, out: FileRecords, position: str) -> PostRecord | None:
+    """The post in ``obj``, appended to ``out.posts``; ``None`` (and a skip) when unreadable."""
+    read = _read(obj, out, position, "post", out.unreadable_posts, _post_identity)
+    if read is None:
+        return None
+    doc, (post_id, created) = read
     rec = PostRecord(
         id=post_id,
-        title=optional_text(obj.get("title")),
-        content=optional_text(obj.get("content")),
-        author=_author(obj),
-        submolt=parse_submolt(obj.get("submolt"), get(obj, "submolt_name")),
+        title=optional_text(doc.get("title")),
+        content=optional_text(doc.get("content")),
+        author=_author(doc),
+        submolt=parse_submolt(doc.get("submolt"), get(doc, "submolt_name")),
         created_at=created,
-        counts=_counts(obj),
+        counts=_counts(doc),
         origin=out.origin(position),
     )
     out.posts.append(rec)
@@ -90,28 +125,18 @@ def read_comment(
     ``use_source_depth``: keep the comment's own ``depth`` field (0-based) for sources that give no
     parents (flat exports); an API thread's depth always comes from its nesting and parent chain.
     """
-    out.report.read["comments"] += 1
-    if not isinstance(obj, dict):
-        out.report.skip("comment is not a JSON object", position, type(obj).__name__)
+
+    def identity(doc: dict[str, object]) -> tuple[str, str, str | None, int | None, datetime]:
+        comment_id = parse_id(doc.get("id"), "comment id")
+        pid = post_id if post_id is not None else parse_id(get(doc, "post_id"), "post id of comment")
+        parent = optional_id(get(doc, "parent_id"), "parent id")
+        source_depth = _source_depth(doc.get("depth"))
+        return comment_id, pid, parent, source_depth, parse_time(get(doc, "created_at"))
+
+    read = _read(obj, out, position, "comment", out.unreadable_comments, identity)
+    if read is None:
         return None
-    out.report.ignored_fields.update(ignored(obj, "comment"))
-    raw_id = obj.get("id")
-    try:
-        comment_id = parse_id(raw_id, "comment id")
-        pid = post_id if post_id is not None else parse_id(get(obj, "post_id"), "post id of comment")
-        parent = optional_id(get(obj, "parent_id"), "parent id")
-        depth_value = obj.get("depth")
-        source_depth: int | None = None
-        if depth_value is not None:
-            if isinstance(depth_value, bool) or not isinstance(depth_value, int) or depth_value < 0:
-                raise RecordError("depth is not a non-negative integer", repr(depth_value)[:40])
-            source_depth = depth_value
-        created = parse_time(get(obj, "created_at"))
-    except RecordError as exc:
-        if isinstance(raw_id, str) and raw_id:
-            out.unreadable_comments.add(raw_id)
-        out.report.skip(exc.reason, position, f"id {raw_id!r} {exc.detail}".strip())
-        return None
+    doc, (comment_id, pid, parent, source_depth, created) = read
     if nesting_parent is not None and parent is not None and parent != nesting_parent:
         out.report.note(
             "parent_id differs from the nesting (parent_id used)",
@@ -127,10 +152,10 @@ def read_comment(
         post_id=pid,
         parent_id=parent,
         source_depth=source_depth,
-        content=optional_text(obj.get("content")),
-        author=_author(obj),
+        content=optional_text(doc.get("content")),
+        author=_author(doc),
         created_at=created,
-        counts=_counts(obj),
+        counts=_counts(doc),
         origin=out.origin(position),
     )
     out.comments.append(rec)

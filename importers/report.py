@@ -22,6 +22,7 @@ Contract:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,10 @@ def _top(counts: Counter[str], n: int = MAX_FIELDS_SHOWN) -> str:
     return shown + (f" (+{len(ranked) - n} more)" if len(ranked) > n else "")
 
 
+def _counts(tallies: dict[str, ReasonTally]) -> dict[str, int]:
+    return {reason: tally.count for reason, tally in tallies.items()}
+
+
 @dataclass
 class ImportReport:
     """The report of one ``import_path`` call: per-file entries plus notes about the whole import."""
@@ -165,37 +170,27 @@ class ImportReport:
                 return entry
         raise KeyError(name)
 
-    def events_by_type(self) -> Counter[str]:
+    def _total(self, of_entry: Callable[[FileReport], Mapping[str, int]]) -> Counter[str]:
+        """The sum over the files of one count per key."""
         total: Counter[str] = Counter()
         for entry in self.files:
-            total.update(entry.events)
+            total.update(of_entry(entry))
         return total
+
+    def events_by_type(self) -> Counter[str]:
+        return self._total(lambda entry: entry.events)
 
     def skipped_by_reason(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for entry in self.files:
-            for reason, tally in entry.skipped.items():
-                total[reason] += tally.count
-        return total
+        return self._total(lambda entry: _counts(entry.skipped))
 
     def read_by_kind(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for entry in self.files:
-            total.update(entry.read)
-        return total
+        return self._total(lambda entry: entry.read)
 
     def ignored_fields(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for entry in self.files:
-            total.update(entry.ignored_fields)
-        return total
+        return self._total(lambda entry: entry.ignored_fields)
 
     def notes_by_reason(self) -> Counter[str]:
-        total: Counter[str] = Counter()
-        for entry in self.files:
-            for reason, tally in entry.notes.items():
-                total[reason] += tally.count
-        return total
+        return self._total(lambda entry: _counts(entry.notes))
 
     @property
     def error_count(self) -> int:

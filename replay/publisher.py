@@ -23,9 +23,10 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 
+from molt_society.runtime import kafka
 from molt_society.schemas import control
 from molt_society.schemas.events import Event, partition_key_of
-from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role, topic_name
+from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import event_to_dict
 from molt_society.streams.batch_out import BatchOut
 
@@ -68,94 +69,120 @@ async def publish(
     history is a prefix that live producers (agent shards) continue from ``tick + 1``. History marks then
     carry tick -1, so no feed before the handoff's looks complete to the agents.
     """
-    window_us = int(window_seconds * 1_000_000)
-    topic = topic_name(society, Role.ACTIONS)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        linger_ms=10,
-        max_batch_size=1 << 20,
-        max_request_size=8 << 20,
-    )
+    producer = kafka.producer(bootstrap, "bulk", linger_ms=10)
     await producer.start()
-    stats = PublishStats()
-    began = time.monotonic()
-    pending: list[Awaitable[Any]] = []
-    # records go straight into per-partition batches, partitioned like the default partitioner (murmur2),
-    # so a fork's copied threads land where the live agents' later actions on them will
-    outs = [BatchOut(producer, topic, q) for q in range(partitions)]
-    origin = origin_us
-    tick = 0
-
-    async def mark(wm: int, *, final: bool = False) -> None:
-        nonlocal tick
-        assert origin is not None
-        raw = control.dumps(
-            control.watermark(PRODUCER, [PRODUCER], wm, -1 if handoff else tick, origin, final=final)
-        )
-        tick += 1
-        stats.marks += 1
-        for out in outs:
-            await out.append(None, raw, [(HEADER_KIND, KIND_WATERMARK)])
-
-    async def flush() -> None:
-        for out in outs:
-            await out.flush()
-            pending.extend(out.futures)
-            out.futures.clear()
-        await asyncio.gather(*pending)
-        pending.clear()
-
     try:
-        since_mark = 0
-        current_window: int | None = None
+        run = _Publication(producer, society, partitions, int(window_seconds * 1_000_000), origin_us, handoff)
         for ev in events:
-            d, us = _wire(ev)
-            if stats.last_us is not None and us < stats.last_us:
-                raise ValueError(f"events are not in event-time order at {d['event_id']}")
-            if stats.first_us is None:
-                stats.first_us = us
-                if origin is None:
-                    origin = us - us % window_us
-                await mark(us)
-            if speed is not None:
-                ahead = (us - stats.first_us) / 1e6 / speed - (time.monotonic() - began)
-                if ahead > 0:
-                    await mark(us)
-                    await flush()
-                    await asyncio.sleep(ahead)
-            window = us - us % window_us
-            if current_window is not None and (window != current_window or since_mark >= MARK_EVERY):
-                await mark(us)
-                since_mark = 0
-            current_window = window
-            d["society"] = society
-            key = partition_key_of(d).encode()
-            await outs[(murmur2(key) & 0x7FFFFFFF) % partitions].append(key, orjson.dumps(d), [])
-            stats.events += 1
-            stats.last_us = us
-            since_mark += 1
-            if stats.events % 20_000 == 0:
-                await flush()
-                stats.seconds = time.monotonic() - began
-                on_progress(stats)
+            await run.send(ev, speed)
+            if run.stats.events % 20_000 == 0:
+                await run.flush()
+                on_progress(run.stats)
         if handoff is not None:
-            successors, wm, last_tick = handoff
-            if origin is None:
-                origin = wm - wm % window_us
-            raw = control.dumps(control.watermark(PRODUCER, successors, wm, last_tick, origin, handoff=True))
-            for out in outs:
-                await out.append(None, raw, [(HEADER_KIND, KIND_WATERMARK)])
-            await flush()
-            stats.seconds = time.monotonic() - began
-            return stats
-        if origin is None:  # nothing to replay
-            return stats
-        end = (last_window_us + 1) if last_window_us is not None else (stats.last_us or origin) + 1
-        await mark(max(end, (stats.last_us or origin) + 1), final=True)
-        await flush()
-        stats.seconds = time.monotonic() - began
-        on_progress(stats)
-        return stats
+            await run.hand_off(*handoff)
+        elif run.origin is not None:  # else nothing to replay
+            await run.close(last_window_us)
+            on_progress(run.stats)
+        return run.stats
     finally:
         await producer.stop()
+
+
+class _Publication:
+    """One publication's producer batches, watermarks and counters (``publish``)."""
+
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        society: str,
+        partitions: int,
+        window_us: int,
+        origin_us: int | None,
+        handoff: tuple[list[str], int, int] | None,
+    ) -> None:
+        self.society = society
+        self.partitions = partitions
+        self.window_us = window_us
+        self.origin = origin_us
+        self.history_ticks = handoff is not None  # marks before a handoff carry tick -1
+        self.stats = PublishStats()
+        self.began = time.monotonic()
+        self.pending: list[Awaitable[Any]] = []
+        # records go straight into per-partition batches, partitioned like the default partitioner
+        # (murmur2), so a fork's copied threads land where the live agents' later actions on them will
+        topic = topic_name(society, Role.ACTIONS)
+        self.outs = [BatchOut(producer, topic, q) for q in range(partitions)]
+        self.tick = 0
+        self.since_mark = 0
+        self.current_window: int | None = None
+
+    async def send(self, ev: Event | dict[str, Any], speed: float | None) -> None:
+        """Append one event, after the marks its time calls for (and a pause, when paced)."""
+        d, us = _wire(ev)
+        stats = self.stats
+        if stats.last_us is not None and us < stats.last_us:
+            raise ValueError(f"events are not in event-time order at {d['event_id']}")
+        if stats.first_us is None:
+            stats.first_us = us
+            if self.origin is None:
+                self.origin = us - us % self.window_us
+            await self.mark(us)
+        if speed is not None:
+            ahead = (us - stats.first_us) / 1e6 / speed - (time.monotonic() - self.began)
+            if ahead > 0:
+                await self.mark(us)
+                await self.flush()
+                await asyncio.sleep(ahead)
+        window = us - us % self.window_us
+        if self.current_window is not None and (
+            window != self.current_window or self.since_mark >= MARK_EVERY
+        ):
+            await self.mark(us)
+            self.since_mark = 0
+        self.current_window = window
+        d["society"] = self.society
+        key = partition_key_of(d).encode()
+        await self.outs[(murmur2(key) & 0x7FFFFFFF) % self.partitions].append(key, orjson.dumps(d), [])
+        stats.events += 1
+        stats.last_us = us
+        self.since_mark += 1
+
+    async def mark(self, wm: int, *, final: bool = False) -> None:
+        """A watermark at ``wm`` on every partition."""
+        assert self.origin is not None
+        tick = -1 if self.history_ticks else self.tick
+        await self._broadcast(control.watermark(PRODUCER, [PRODUCER], wm, tick, self.origin, final=final))
+        self.tick += 1
+        self.stats.marks += 1
+
+    async def _broadcast(self, mark: control.Watermark) -> None:
+        raw = control.dumps(mark)
+        for out in self.outs:
+            await out.append(None, raw, kafka.WATERMARK_HEADERS)
+
+    async def flush(self) -> None:
+        """Send every batch and wait until all are acknowledged."""
+        for out in self.outs:
+            await out.flush()
+            self.pending.extend(out.futures)
+            out.futures.clear()
+        await asyncio.gather(*self.pending)
+        self.pending.clear()
+        self.stats.seconds = time.monotonic() - self.began
+
+    async def hand_off(self, successors: list[str], wm: int, last_tick: int) -> None:
+        """End with a handoff mark: ``successors`` continue from ``wm`` and ``last_tick``."""
+        if self.origin is None:
+            self.origin = wm - wm % self.window_us
+        await self._broadcast(
+            control.watermark(PRODUCER, successors, wm, last_tick, self.origin, handoff=True)
+        )
+        await self.flush()
+
+    async def close(self, last_window_us: int | None) -> None:
+        """End with a final mark that closes every window up to ``last_window_us`` (or the last event)."""
+        assert self.origin is not None
+        last = self.stats.last_us or self.origin
+        end = (last_window_us + 1) if last_window_us is not None else last + 1
+        await self.mark(max(end, last + 1), final=True)
+        await self.flush()

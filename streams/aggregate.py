@@ -43,35 +43,45 @@ def _merge(partials: Iterable[WindowPartial], key: str) -> Counter[int]:
     return +total
 
 
+class _Emitter:
+    """Collects the metric events of one window: ``emit(metric, dim, value)`` appends one."""
+
+    def __init__(self, society: str, start: int, end: int) -> None:
+        self.society, self.start, self.end = society, start, end
+        self.now = time.time()
+        self.out: list[MetricEvent] = []
+
+    def __call__(self, metric: str, dim: str, value: float) -> None:
+        self.out.append(
+            {
+                "metric_id": metric_id(self.society, metric, self.start, dim),
+                "society": self.society,
+                "metric": metric,
+                "window_start_us": self.start,
+                "window_end_us": self.end,
+                "dim": dim,
+                "value": float(value),
+                "emitted_at": self.now,
+            }
+        )
+
+
 def window_metrics(
     society: str, partials: list[WindowPartial], memory: InfluenceMemory, *, top_k: int
 ) -> list[MetricEvent]:
     """All metric events of one window; ``memory`` is read and updated for the next window."""
-    # Imported here, not at the top: scipy (sparse, special) took 0.2 s of the stream worker's start,
-    # before its action processor could join its group; the first window closes much later.
-    from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
-    from molt_society.streams.powerlaw_fit import fit_discrete_power_law
-
     partials = sorted(partials, key=lambda p: p["partition"])
     start, end = partials[0]["window_start_us"], partials[0]["window_end_us"]
-    now = time.time()
-    out: list[MetricEvent] = []
+    emit = _Emitter(society, start, end)
+    _activity(emit, partials)
+    _cascades(emit, partials)
+    _influence(emit, partials, memory, top_k)
+    memory.last_window_us = start
+    return emit.out
 
-    def emit(metric: str, dim: str, value: float) -> None:
-        out.append(
-            {
-                "metric_id": metric_id(society, metric, start, dim),
-                "society": society,
-                "metric": metric,
-                "window_start_us": start,
-                "window_end_us": end,
-                "dim": dim,
-                "value": float(value),
-                "emitted_at": now,
-            }
-        )
 
-    # activity
+def _activity(emit: _Emitter, partials: list[WindowPartial]) -> None:
+    """Events per type, in total, active agents and new agents of the window."""
     counts: Counter[str] = Counter()
     active: set[str] = set()
     for p in partials:
@@ -84,18 +94,25 @@ def window_metrics(
     joined = sum(int(p.get("joined_agents", 0)) for p in partials)  # cohorts of agents_joined
     emit("new_agents", "", counts.get("agent_registered", 0) + joined)
 
-    # threads and cascades (cumulative at window end)
+
+def _cascades(emit: _Emitter, partials: list[WindowPartial]) -> None:
+    """Threads and cascades, cumulative at the window's end, and the threads active in it."""
+    # Imported here, not at the top: scipy (sparse, special) took 0.2 s of the stream worker's start,
+    # before its action processor could join its group; the first window closes much later.
+    from molt_society.streams.powerlaw_fit import fit_discrete_power_law
+
     sizes = _merge(partials, "size_hist")
     parts = _merge(partials, "participants_hist")
     depths = _merge(partials, "depth_hist")
     posts = sum(depths.values())
     emit("posts_total", "", posts)
-    for size, n in sorted(sizes.items()):
-        emit("cascade_size_hist", str(size), n)
-    for size, n in sorted(parts.items()):
-        emit("cascade_participants_hist", str(size), n)
-    for d, n in sorted(depths.items()):
-        emit("depth_hist", str(d), n)
+    for metric, hist in (
+        ("cascade_size_hist", sizes),
+        ("cascade_participants_hist", parts),
+        ("depth_hist", depths),
+    ):
+        for size, n in sorted(hist.items()):
+            emit(metric, str(size), n)
     if posts:
         emit("share_no_comment", "", share_zero(depths))
         emit("mean_depth", "all", mean_depth(depths))
@@ -115,7 +132,11 @@ def window_metrics(
             emit("thread_participants", post_id, n_participants)
             emit("thread_depth", post_id, depth)
 
-    # influence
+
+def _influence(emit: _Emitter, partials: list[WindowPartial], memory: InfluenceMemory, top_k: int) -> None:
+    """PageRank of the window's interaction graph: concentration, leaders, churn and super-nodes."""
+    from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+
     weights: Counter[tuple[str, str]] = Counter()
     for p in partials:
         for src, dst, w in p["edges"]:
@@ -124,23 +145,21 @@ def window_metrics(
     pr = pagerank(edges)
     emit("graph_nodes", "", len(pr))
     emit("graph_edges", "", len(edges))
-    if pr:
-        for k in sorted({1, 3, top_k}):
-            emit("pagerank_top_share", f"top{k}", top_k_share(pr, k))
-        ranked = sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))[:LEADERS]
-        for i, (agent, score) in enumerate(ranked, start=1):
-            emit("pagerank_leader", f"{i:02d}:{agent}", score)
-        current = top_k_set(pr, top_k)
-        supers = super_nodes(pr)
-        emit("super_nodes", "count", len(supers))
-        if memory.top_k:
-            overlap = jaccard(current, memory.top_k)
-            emit("topk_jaccard", "", overlap)
-            emit("topk_churn", "", 1.0 - overlap)
-        if memory.supers is not None:
-            emit("super_nodes", "persisting", len(supers & memory.supers))
-        memory.top_k, memory.supers = current, supers
-    else:
+    if not pr:
         memory.top_k, memory.supers = None, None
-    memory.last_window_us = start
-    return out
+        return
+    for k in sorted({1, 3, top_k}):
+        emit("pagerank_top_share", f"top{k}", top_k_share(pr, k))
+    ranked = sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))[:LEADERS]
+    for i, (agent, score) in enumerate(ranked, start=1):
+        emit("pagerank_leader", f"{i:02d}:{agent}", score)
+    current = top_k_set(pr, top_k)
+    supers = super_nodes(pr)
+    emit("super_nodes", "count", len(supers))
+    if memory.top_k:
+        overlap = jaccard(current, memory.top_k)
+        emit("topk_jaccard", "", overlap)
+        emit("topk_churn", "", 1.0 - overlap)
+    if memory.supers is not None:
+        emit("super_nodes", "persisting", len(supers & memory.supers))
+    memory.top_k, memory.supers = current, supers

@@ -34,11 +34,11 @@ import gc
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import orjson
 from aiokafka.partitioner import murmur2
@@ -53,11 +53,15 @@ from molt_society.schemas.control import (
     to_us,
 )
 from molt_society.schemas.events import (
+    AgentFollowedBody,
+    AgentRegisteredBody,
     AgentsJoinedBody,
+    AgentSubscribedBody,
     CommentCreatedBody,
     Event,
     ModelCalledBody,
     PostCreatedBody,
+    SubmoltCreatedBody,
     VoteCastBody,
     VoteTalliedBody,
     partition_key,
@@ -215,9 +219,14 @@ class _Effect(NamedTuple):  # a tuple: built for every accepted event, a frozen 
     touched: str | None = None  # thread
     edge: tuple[str, str] | None = None  # interaction: commenter -> replied-to author
     counted: bool = True  # False for model calls: data, not actions
+    joined: int = 0  # agents an agents_joined cohort registers (then its actor is not counted active)
 
 
 _COUNTED, _NOT_COUNTED = _Effect(), _Effect(counted=False)
+
+
+_Handler = Callable[["PartitionState", Any, str, int], "_Effect | Rejected"]
+"""Checks and applies one event body (the state, the body, its actor, its event time in microseconds)."""
 
 
 @dataclass(slots=True)
@@ -315,36 +324,33 @@ class PartitionState:
         seen = self.event_ids.get(uid)
         if seen is not None:
             return self._seen(eid, fingerprint, *EventIds.unpack(seen))
-        body = ev.body
-        effect: _Effect | Rejected
-        if isinstance(body, PostCreatedBody):
-            effect = self._post(body, ev.actor, occurred)
-        elif isinstance(body, CommentCreatedBody):
-            effect = self._comment(body, ev.actor, occurred)
-        elif isinstance(body, VoteCastBody | VoteTalliedBody):
-            effect = self._vote(body, occurred)
-        else:  # registrations, submolts, subscriptions, follows; a model call is data: no metric counts it
-            effect = _NOT_COUNTED if isinstance(body, ModelCalledBody) else _COUNTED
+        effect = self._BY_BODY[type(ev.body)](self, ev.body, ev.actor, occurred)
         if isinstance(effect, Rejected):
             return effect
         self.event_ids.add(uid, fingerprint, self.partition)
         self.accepted += 1
         if not effect.counted:
             return Accepted(eid, ev.type, occurred, False)
+        late = not self._count(ev.type, ev.actor, occurred, effect)
+        return Accepted(eid, ev.type, occurred, late)
+
+    def _count(self, etype: str, actor: str, occurred: int, effect: _Effect) -> bool:
+        """The window accounting of a counted event, in one place: False when its window already closed
+        (the event is stored, but its window's metrics were emitted: it is late)."""
         acc = self._window_acc(occurred)
         if acc is None:
-            self.late += 1  # stored, but its window's metrics were already emitted
+            self.late += 1
+            return False
+        acc.counts[etype] += 1
+        if effect.joined:  # cohort members are new agents, not active ones
+            acc.joined += effect.joined
         else:
-            acc.counts[ev.type] += 1
-            if isinstance(body, AgentsJoinedBody):
-                acc.joined += len(body.agents)
-            else:
-                acc.active.add(ev.actor)
-            if effect.touched is not None:
-                acc.touched.add(effect.touched)
-            if effect.edge is not None:
-                acc.edges[effect.edge] += 1
-        return Accepted(eid, ev.type, occurred, acc is None)
+            acc.active.add(actor)
+        if effect.touched is not None:
+            acc.touched.add(effect.touched)
+        if effect.edge is not None:
+            acc.edges[effect.edge] += 1
+        return True
 
     def _reject(self, reason: str, code: str) -> Rejected:
         self.rejected += 1
@@ -457,7 +463,7 @@ class PartitionState:
         edge = (actor, parent_author) if parent_author is not None and actor != parent_author else None
         return _Effect(touched=t.post_id, edge=edge)
 
-    def _vote(self, body: VoteCastBody | VoteTalliedBody, occurred: int) -> _Effect | Rejected:
+    def _vote(self, body: VoteCastBody | VoteTalliedBody, actor: str, occurred: int) -> _Effect | Rejected:
         """Individual votes and imported vote counts: same thread checks, same effect on the score."""
         tally = isinstance(body, VoteTalliedBody)
         t = self.threads.get(body.post_id)
@@ -485,6 +491,32 @@ class PartitionState:
             t.cached_item = None
             self.dirty_submolts.add(t.submolt)
         return _COUNTED
+
+    def _joined(self, body: AgentsJoinedBody, actor: str, occurred: int) -> _Effect:
+        """A cohort: counted as one event, its members as new agents (none of them as active)."""
+        return _Effect(joined=len(body.agents))
+
+    def _counted(self, body: object, actor: str, occurred: int) -> _Effect:
+        """Registrations, submolts, subscriptions, follows: counted actions that change no thread."""
+        return _COUNTED
+
+    def _not_counted(self, body: object, actor: str, occurred: int) -> _Effect:
+        """A model call is data, not an action: stored, counted by no metric."""
+        return _NOT_COUNTED
+
+    _BY_BODY: ClassVar[dict[type, _Handler]] = {
+        PostCreatedBody: _post,
+        CommentCreatedBody: _comment,
+        VoteCastBody: _vote,
+        VoteTalliedBody: _vote,
+        AgentsJoinedBody: _joined,
+        AgentRegisteredBody: _counted,
+        SubmoltCreatedBody: _counted,
+        AgentSubscribedBody: _counted,
+        AgentFollowedBody: _counted,
+        ModelCalledBody: _not_counted,
+    }
+    """Each event body's handler: it checks and applies the event and says what it counts (``_count``)."""
 
     def _idle_too_long(self, t: Thread, occurred: int) -> bool:
         """An event more than the TTL after the thread's last one finds it archived, whether or not the

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
+from molt_society.runtime import kafka
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 from molt_society.society.stack import LocalStack
-from molt_society.streams.processor import is_watermark
 from molt_society.warehouse.sink_http import query_http
 
 
@@ -76,9 +76,7 @@ def sql(stack: LocalStack, query: str) -> list[list[Any]]:
 
 async def read_topic(bootstrap: str, topic: str) -> list[Any]:
     """Every record of ``topic``, all partitions, from the beginning to the high watermark."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=50
-    )
+    c = kafka.consumer(bootstrap, "reader", auto_offset_reset="latest")
     await c.start()
     try:
         await c.topics()  # loads metadata of every topic
@@ -124,7 +122,7 @@ def emitted_event_ids(bootstrap: str, society: str) -> list[str]:
     import orjson
 
     recs = asyncio.run(read_topic(bootstrap, topic_name(society, Role.ACTIONS)))
-    return [orjson.loads(r.value)["event_id"] for r in recs if not is_watermark(r.headers)]
+    return [orjson.loads(r.value)["event_id"] for r in recs if not kafka.is_watermark(r.headers)]
 
 
 CHROMIUM_FLAGS = [

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_settings, running_stack, sql
 
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 

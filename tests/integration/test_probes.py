@@ -25,9 +25,9 @@ from molt_society.probes.judge import ExactJudge, LLMJudge
 from molt_society.probes.score import Reply, ThreadVerdict, Verdict
 from molt_society.report.source import SinkWarehouse
 from molt_society.runtime.broker import free_port
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config
 from molt_society.society.model_server import LocalModelServer, default_model_path
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 from molt_society.society.stack import settings_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

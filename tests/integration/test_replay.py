@@ -16,7 +16,7 @@ from stack_helpers import make_settings, run_ticks, running_stack, sql
 from molt_society.replay.archive import read_archive
 from molt_society.replay.export import export_society
 from molt_society.replay.publisher import publish
-from molt_society.society.run import wait_drained
+from molt_society.society.drive import wait_drained
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ from molt_society.agents.roster import AgentSpec, build_roster
 from molt_society.agents.stochastic import StochasticBrain
 from molt_society.agents.worker import AgentWorker
 from molt_society.schemas.events import Event
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config
-from molt_society.society.run import drive_clock, last_window_start, wait_drained
 from molt_society.society.stack import LocalStack
 
 pytestmark = pytest.mark.integration

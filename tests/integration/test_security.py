@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
-from molt_society.society.run import drive_clock
+from molt_society.society.drive import drive_clock
 from molt_society.society.stack import settings_env
 
 pytestmark = pytest.mark.integration

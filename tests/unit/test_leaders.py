@@ -21,7 +21,7 @@ import pytest
 from stored_events import open_chdb, store_events
 
 from molt_society.probes import session
-from molt_society.probes.shared_memory import probes
+from molt_society.probes.tasks import shared_memory as probes
 from molt_society.report import collective
 from molt_society.report.model import Scalar, Table
 from molt_society.report.source import ClientWarehouse

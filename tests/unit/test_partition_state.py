@@ -1048,8 +1048,8 @@ def test_a_failed_rebuild_is_logged_and_stops_the_processor(monkeypatch: pytest.
             raise ConnectionError("broker went away")
         return self._new_state(partition)
 
-    monkeypatch.setattr(processor, "AIOKafkaProducer", _FakeProducer)
-    monkeypatch.setattr(processor, "AIOKafkaConsumer", _FakeConsumer)
+    monkeypatch.setattr(processor.kafka, "producer", lambda *_, **__: _FakeProducer())
+    monkeypatch.setattr(processor.kafka, "consumer", lambda *_, **__: _FakeConsumer())
     monkeypatch.setattr(processor, "partition_count", partition_count)
     monkeypatch.setattr(processor.ActionProcessor, "_rebuild", rebuild)
     proc = processor.ActionProcessor(Settings(kafka_bootstrap="127.0.0.1:1"), "127.0.0.1:1", "s")
@@ -1084,3 +1084,15 @@ def test_revoked_partitions_leave_the_id_index() -> None:
     assert len(proc.event_ids) == (0 if kafka_partition(b"b", 2) == gone else 1)
     asyncio.run(proc.on_revoked([TopicPartition(proc.t_actions, 1 - gone)]))
     assert len(proc.event_ids) == 0
+
+
+def test_every_event_body_has_a_handler() -> None:
+    """``accept_action`` dispatches on the body's class: a new event type needs its handler."""
+    from typing import get_args
+
+    from molt_society.schemas.events import EVENT_TYPES
+
+    union = get_args(Event)[0]
+    bodies = {cls.model_fields["body"].annotation for cls in get_args(union)}
+    assert len(bodies) == len(EVENT_TYPES)
+    assert set(PartitionState._BY_BODY) == bodies

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from molt_society.replay.archive import ArchiveHeader, read_archive, write_archive
-from molt_society.replay.runner import load_source
+from molt_society.replay.source import load_source
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
 from molt_society.society.cli import _parse_speed, _parse_time

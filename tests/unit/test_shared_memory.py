@@ -6,7 +6,8 @@ import pytest
 
 from molt_society.probes import tasks
 from molt_society.probes.score import Reply
-from molt_society.probes.shared_memory import KINDS, Record, probes, references, score_kind
+from molt_society.probes.shared_memory import KINDS, Record, references, score_kind
+from molt_society.probes.tasks import shared_memory as probes
 
 RECORD = Record(
     agents={"a1": "a1", "molty_1": "a1", "a2": "a2", "molty_2": "a2", "molty_probe": "pr"},
