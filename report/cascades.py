@@ -71,13 +71,14 @@ def diffusion(wh: Warehouse, society: str, adoptions: int) -> tuple[Diffusion, i
     if adoptions > MAX_ADOPTIONS:
         keep = max(1, math.floor(MAX_ADOPTIONS / adoptions * 1_000_000))
         where += f" AND cityHash64(kind, item) % 1000000 < {keep}"
+    # a fixed row order (ORDER BY): the seeded shuffles of the permutation null then repeat exactly
     rows = wh.query(
         f"SELECT cityHash64(kind, item), actor, toUnixTimestamp64Micro(adopted_at) FROM cascade_adoptions "
-        f"WHERE {where}"
+        f"WHERE {where} ORDER BY cityHash64(kind, item), actor, adopted_at"
     ).rows
     edges = wh.query(
         f"SELECT DISTINCT src, dst FROM interaction_edges WHERE society = {quoted(society)} "
-        "AND dst != '' AND src != dst"
+        "AND dst != '' AND src != dst ORDER BY src, dst"
     ).rows
     nodes = sorted({str(a) for e in edges for a in e})
     index = {a: i for i, a in enumerate(nodes)}
