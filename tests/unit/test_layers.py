@@ -102,3 +102,19 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path, where: str) -> Non
     assert "toy.low.base -> toy.high.top" in done.stdout
     (pkg / "low" / "base.py").write_text("x = 1\n")
     assert _lint(tmp_path, config).returncode == 0
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_over_80_lines_outside_the_benchmarks() -> None:
+    """Issue 16: a function longer than a screen is split into named steps (``bench/`` is exempt)."""
+    long = []
+    for name in sorted(_layer_names() - {"bench"}):
+        for path in sorted((REPO / name).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
