@@ -118,3 +118,30 @@ def test_no_function_over_80_lines_outside_the_benchmarks() -> None:
                     if lines > MAX_FUNCTION_LINES:
                         long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+def test_the_wheel_installs_one_import_name(tmp_path: Path) -> None:
+    """The built distribution puts ``molt_society`` (and its metadata) in site-packages and nothing else,
+    with the package data (SQL, the behaviour table, the dashboard's static files) inside it."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info next to the sources
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    for name in ["molt_society", *_layer_names()]:
+        shutil.copytree(REPO / name, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("molt_society-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"molt_society", next(t for t in tops if t.endswith(".dist-info"))}
+    for data in ("warehouse/tables.sql", "agents/behaviour.toml", "dashboard/static/index.html", "py.typed"):
+        assert f"molt_society/{data}" in names
+    assert {f"molt_society/{layer}/__init__.py" for layer in _layer_names()} <= set(names)
