@@ -42,7 +42,7 @@ def _newest_tick(journal: Path) -> int | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agents", type=int, default=2000)
     ap.add_argument("--ticks", type=int, default=3000)
     ap.add_argument("--tick-seconds", type=float, default=300.0)

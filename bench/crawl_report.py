@@ -139,7 +139,7 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.crawl_report", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.crawl_report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--source", type=Path, default=CRAWL, help="crawl folder or file to replay")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))

@@ -1,6 +1,5 @@
 """``python -m molt_society.bench.dashboard``: the dashboard's panel queries at 1,000,000 stored events, and
-the page's
-responsiveness in real headless Chromium under 5,000 events/s of live load.
+the page's responsiveness in real headless Chromium under 5,000 events/s of live load.
 
 1. One MoltBook-shaped dataset (``bench.dataset``) of ``--events + --live-events`` events for one society.
 2. The local stack without agents (Tansu, sink on embedded chDB, one stream worker). The first
@@ -241,7 +240,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.dashboard", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.dashboard", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--events", type=int, default=1_000_000, help="events stored before timing queries")
     parser.add_argument(

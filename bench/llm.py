@@ -200,7 +200,9 @@ def _row(*cells: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m molt_society.bench.llm", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m molt_society.bench.llm", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--llm-agents", type=int, default=8)
     ap.add_argument("--ticks", type=int, default=5, help="ticks of the society (the first is genesis)")

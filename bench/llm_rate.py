@@ -200,7 +200,7 @@ def render(rows: list[Row], command: str, loads: tuple[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.llm_rate", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.llm_rate", description=__doc__.split("\n\n")[0]
     )
     ap.add_argument("--concurrency", default="4,16,64,256", help="per-server concurrencies, comma-separated")
     ap.add_argument("--servers", default="1,4", help="numbers of servers, comma-separated")

@@ -581,7 +581,7 @@ class Bench(Harness):
 # ------------------------------------------------------------------------------------------------ main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.pipeline", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.pipeline", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--events", type=int, default=None, help="events per stage (default 1,000,000)")
     parser.add_argument("--quick", action="store_true", help="200,000 events instead of 1,000,000")

@@ -1,6 +1,6 @@
 """``python -m molt_society.bench.report``: the full ``society report`` of a society of 1,000,000 events,
-embeddings
-included, with the time of every diagnostic, and the streaming metrics checked against the batch ones.
+embeddings included, with the time of every diagnostic, and the streaming metrics checked against
+the batch ones.
 
 1. One MoltBook-shaped dataset (``bench.dataset``) of ``--events`` events for one society, produced at full
    speed through the local stack (Tansu, stream processor, sink on embedded chDB), so the society has the
@@ -135,7 +135,7 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.report", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.report", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))

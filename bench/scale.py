@@ -270,7 +270,7 @@ def markdown(results: list[Sizes], ceiling_rate: float | None, command: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.scale", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.scale", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--agents", type=int, nargs="+", default=[1_000_000, 2_600_000])
     parser.add_argument("--ticks", type=int, default=100)

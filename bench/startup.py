@@ -201,7 +201,7 @@ def markdown(steps: list[tuple[str, float]], total: float, command: str, machine
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.bench.startup", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.bench.startup", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--agents", type=int, default=2000)
     parser.add_argument("--ticks", type=int, default=30)

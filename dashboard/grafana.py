@@ -149,7 +149,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.dashboard.grafana", description=__doc__.splitlines()[0]
+        prog="python -m molt_society.dashboard.grafana", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="exit 1 if --out is not what would be written")

@@ -22,7 +22,7 @@ from molt_society.sinks.consumer import ClickHouseSink
 
 def _parse(argv: list[str] | None, settings: Settings) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m molt_society.sinks", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m molt_society.sinks", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
     parser.add_argument("--society", default=settings.society, help="society name (default: SOCIETY_SOCIETY)")
     parser.add_argument(
