@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -26,8 +27,18 @@ class FeedCache:
     """Latest feed snapshots per partition, and the newest tick every partition has published."""
 
     def __init__(
-        self, bootstrap: str, society: str, partitions: int, feed_size: int, fetch_wait_ms: int = 10
+        self,
+        bootstrap: str,
+        society: str,
+        partitions: int,
+        feed_size: int,
+        fetch_wait_ms: int = 10,
+        *,
+        as_of_tick: bool = False,
     ) -> None:
+        """``as_of_tick``: hold back every update of a tick later than the newest one ``view(tick)`` asked
+        for, so that the view is the feed as of that tick even when the log already holds later ticks (an
+        agent worker restarted in the middle of a tick redoes it on the same feed as the first time)."""
         self.bootstrap = bootstrap
         self.fetch_wait_ms = fetch_wait_ms
         self.topic = topic_name(society, Role.FEEDS)
@@ -36,12 +47,14 @@ class FeedCache:
         self.states: dict[int, FeedState] = {}  # per partition, the feed its records describe
         self.ticks: dict[int, int] = {}  # per partition, the newest tick it published
         self._applied = 0  # records applied: the merged view is recomputed when this moves
+        self._pending: dict[int, deque[FeedUpdate]] = {}  # per partition, updates read, not yet applied
+        self._horizon: int | None = -1 if as_of_tick else None  # apply updates up to this tick (None: all)
         self.complete_tick = -1
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._view: FeedView | None = None
-        self._view_key = -1
+        self._view_key = (-1, -1)
         self._failure: BaseException | None = None
 
     async def start(self) -> None:
@@ -91,15 +104,8 @@ class FeedCache:
                 continue
             for records in batch.values():
                 for rec in records:
-                    upd: FeedUpdate = control.loads(rec.value)
-                    q = upd["partition"]
-                    if q not in self.states:
-                        if not upd["full"]:
-                            continue  # a reader starting mid-log (a trimmed topic) waits for a full update
-                        self.states[q] = FeedState()
-                    self.states[q].apply(upd)
-                    self._applied += 1
-                    self.ticks[q] = max(upd["tick"], self.ticks.get(q, upd["tick"]))
+                    self.receive(control.loads(rec.value))
+            self._apply_up_to(self._horizon)
             if len(self.ticks) == self.partitions:
                 tick = min(self.ticks.values())
                 if tick > self.complete_tick:
@@ -127,14 +133,39 @@ class FeedCache:
         """The partitions that have not published the feed of ``tick`` yet, with their newest tick."""
         return {q: t for q, t in self.newest_ticks().items() if t is None or t < tick}
 
-    def view(self) -> FeedView:
-        """The merged feed of the records read so far.
+    def receive(self, upd: FeedUpdate) -> None:
+        """Take one record of the feeds topic (applied now or, holding back later ticks, when viewed)."""
+        q = upd["partition"]
+        self._pending.setdefault(q, deque()).append(upd)
+        self.ticks[q] = max(upd["tick"], self.ticks.get(q, upd["tick"]))
+        if self._horizon is None:
+            self._apply_up_to(None)
 
-        In simulated time the caller waits for tick ``t - 1`` first, and the barrier guarantees no partition
-        has moved past it, so the view is exactly the feed as of the end of ``t - 1``.
+    def _apply_up_to(self, tick: int | None) -> None:
+        """Apply the pending updates of ticks up to ``tick`` (all when None), in each partition's order."""
+        for q, queue in self._pending.items():
+            while queue and (tick is None or queue[0]["tick"] <= tick):
+                upd = queue.popleft()
+                if q not in self.states:
+                    if not upd["full"]:
+                        continue  # a reader starting mid-log (a trimmed topic) waits for a full update
+                    self.states[q] = FeedState()
+                self.states[q].apply(upd)
+                self._applied += 1
+
+    def view(self, tick: int | None = None) -> FeedView:
+        """The merged feed as of the end of ``tick`` (of every record read so far when None).
+
+        In simulated time an agent worker waits for tick ``t - 1`` and asks for its view. Without
+        ``as_of_tick`` the view holds whatever has been read; with it, later ticks' updates stay pending,
+        so a tick redone after a restart sees the feed it saw the first time.
         """
-        if self._view is None or self._view_key != self._applied:
+        if tick is not None and self._horizon is not None:
+            self._horizon = max(self._horizon, tick)
+        self._apply_up_to(self._horizon if tick is not None else None)
+        shown = self.complete_tick if tick is None else min(tick, self.complete_tick)
+        if self._view is None or self._view_key != (self._applied, shown):
             parts = [self.states[q].view() for q in sorted(self.states)]
-            self._view = FeedView(self.complete_tick, merge_feeds(parts, self.feed_size))
-            self._view_key = self._applied
+            self._view = FeedView(shown, merge_feeds(parts, self.feed_size))
+            self._view_key = (self._applied, shown)
         return self._view

@@ -133,7 +133,9 @@ class AgentWorker:
         listener = kafka.Rebalance(self._on_revoked, self._on_assigned)
         consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=listener)
         partitions = await partition_count(self.bootstrap, self.t_actions)
-        feeds = FeedCache(self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms)
+        feeds = FeedCache(
+            self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms, as_of_tick=True
+        )
         await feeds.start()
         log.info(
             "agents.started",
@@ -224,7 +226,7 @@ class AgentWorker:
                     continue
         else:
             start = control.from_us(tick["sim_time_us"])
-        feed = feeds.view()
+        feed = feeds.view(t - 1 if self.s.mode == "sim" else None)
         ctx = TickContext(
             society=self.society,
             tick=t,
