@@ -105,7 +105,6 @@ class FeedCache:
             for records in batch.values():
                 for rec in records:
                     self.receive(control.loads(rec.value))
-            self._apply_up_to(self._horizon)
             if len(self.ticks) == self.partitions:
                 tick = min(self.ticks.values())
                 if tick > self.complete_tick:
