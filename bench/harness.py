@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from rich.console import Console
 
-from molt_society.bench.processes import Children, RssMonitor, role_argv
+from molt_society.bench.processes import Children, RssMonitor
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import LocalBroker
 from molt_society.runtime.settings import Settings
@@ -33,7 +33,7 @@ from molt_society.schemas.events import AgentRegistered, AgentRegisteredBody, pa
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
-from molt_society.society.stack import settings_env
+from molt_society.society.stack import role_argv, settings_env
 
 err = Console(stderr=True)
 

@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,12 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 FATAL_MARKERS = (b'"event": "processor.stopped"', b"Traceback (most recent call last)")
 """Log lines after which a child that is still running no longer does its job."""
-
-
-def role_argv(role: str, society: str, bootstrap: str) -> list[str]:
-    """The command of one of the stack's processes (``sinks``, ``streams``, ``agents``), as
-    ``society.stack`` runs it."""
-    return [sys.executable, "-m", f"molt_society.{role}", "--society", society, "--bootstrap", bootstrap]
 
 
 def stop_process(

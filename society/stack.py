@@ -195,6 +195,11 @@ class Child:
         return name if name.startswith("the ") else f"{name} {self.index}"
 
 
+def role_argv(role: str, society: str, bootstrap: str) -> list[str]:
+    """The command of one of the stack's processes (``sinks``, ``streams``, ``agents``, ``dashboard``)."""
+    return [sys.executable, "-m", f"molt_society.{role}", "--society", society, "--bootstrap", bootstrap]
+
+
 @dataclass
 class LocalStack:
     settings: Settings
@@ -265,15 +270,7 @@ class LocalStack:
         self.write_state()
 
     def _popen(self, role: str, index: int, log_path: Path) -> Child:
-        argv = [
-            sys.executable,
-            "-m",
-            f"molt_society.{role}",
-            "--society",
-            self.society,
-            "--bootstrap",
-            self.bootstrap,
-        ]
+        argv = role_argv(role, self.society, self.bootstrap)
         extra: dict[str, Any] = {}
         if self.model_server is not None:
             extra["llm_base_url"] = self.model_server.base_url
