@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     sim_start: str = "2026-01-28T00:00:00+00:00"
     mode: str = Field(default="sim", pattern="^(sim|realtime)$")
     behaviour_file: Path | None = None
+    arm_plan: Path | None = Field(
+        default=None,
+        description="an experiment arm's plan (schemas.arm_plan, written by `society experiment`): the "
+        "interventions the agent workers apply from its fork tick on",
+    )
     feed_size: int = Field(default=15, ge=1, le=200)
 
     # --- LLM agents -------------------------------------------------------------------------

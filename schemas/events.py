@@ -33,6 +33,12 @@ but not its parent. ``agents_joined`` registers a cohort of agents with their su
 (a simulated society's genesis). ``model_called`` records one model call of an LLM agent (model, tokens,
 latency, outcome, and the decision it led to): cost and latency are data, queried like any other event; it
 is not a society action and counts in no activity metric.
+
+Interventions of a controlled experiment (``society experiment``, ``schemas.experiment``) are events too, so
+replays and forks reproduce them and SQL finds them: ``intervention_applied`` records one intervention of an
+arm (its kind, parameters as JSON text and scope) when it takes effect; ``content_removed`` removes a post or
+a comment from the feeds (the content stays in the log: events are never deleted); ``agent_banned`` stops an
+agent from acting. Their actor is ``experiment`` or ``moderator``, not an agent.
 """
 
 from __future__ import annotations
@@ -241,6 +247,41 @@ class ModelCalledBody(_Model):
     )
 
 
+InterventionKind = Literal["feed_policy", "moderation", "inject", "behaviour"]
+
+
+class InterventionAppliedBody(_Model):
+    """One intervention of an experiment's arm, taking effect at the event's time."""
+
+    experiment: Id
+    arm: Id
+    kind: InterventionKind
+    params: Annotated[Text, Field(max_length=20_000)] = Field(
+        description="the intervention's parameters as in the spec, a JSON object (text)"
+    )
+    scope: Annotated[Text, Field(max_length=2000)] = Field(
+        default="all", description="who it applies to: all, submolts:<a,b>, share:<f>, agents:<n>"
+    )
+
+
+class ContentRemovedBody(_Model):
+    """A moderator removed a post or a comment from the feeds (the content itself stays in the log)."""
+
+    target_type: Literal["post", "comment"]
+    target_id: Id
+    post_id: Id = Field(description="the thread the target belongs to (the post itself for a post)")
+    rule: Annotated[Text, Field(min_length=1, max_length=100)]
+    reason: Annotated[Text, Field(max_length=2000)] = ""
+
+
+class AgentBannedBody(_Model):
+    """A moderator banned an agent: it takes no further action in the society."""
+
+    agent_id: Id
+    rule: Annotated[Text, Field(min_length=1, max_length=100)]
+    reason: Annotated[Text, Field(max_length=2000)] = ""
+
+
 class _Envelope(_Model):
     event_id: UUID
     schema_version: Annotated[int, Field(ge=1, le=SCHEMA_VERSION)] = SCHEMA_VERSION
@@ -308,6 +349,21 @@ class ModelCalled(_Envelope):
     body: ModelCalledBody
 
 
+class InterventionApplied(_Envelope):
+    type: Literal["intervention_applied"] = "intervention_applied"
+    body: InterventionAppliedBody
+
+
+class ContentRemoved(_Envelope):
+    type: Literal["content_removed"] = "content_removed"
+    body: ContentRemovedBody
+
+
+class AgentBanned(_Envelope):
+    type: Literal["agent_banned"] = "agent_banned"
+    body: AgentBannedBody
+
+
 Event = Annotated[
     AgentRegistered
     | AgentsJoined
@@ -318,7 +374,10 @@ Event = Annotated[
     | CommentCreated
     | VoteCast
     | VoteTallied
-    | ModelCalled,
+    | ModelCalled
+    | InterventionApplied
+    | ContentRemoved
+    | AgentBanned,
     Field(discriminator="type"),
 ]
 EVENT_TYPES: tuple[str, ...] = (
@@ -332,11 +391,14 @@ EVENT_TYPES: tuple[str, ...] = (
     "vote_cast",
     "vote_tallied",
     "model_called",
+    "intervention_applied",
+    "content_removed",
+    "agent_banned",
 )
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast", "vote_tallied"})
-_THREAD_BODIES = (PostCreatedBody, CommentCreatedBody, VoteCastBody, VoteTalliedBody)
+THREAD_TYPES = frozenset({"post_created", "comment_created", "vote_cast", "vote_tallied", "content_removed"})
+_THREAD_BODIES = (PostCreatedBody, CommentCreatedBody, VoteCastBody, VoteTalliedBody, ContentRemovedBody)
 
 
 def partition_key(event: Event) -> str:

@@ -27,6 +27,7 @@ written by hand and should be fixed in one pass, so every problem is reported, e
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -417,6 +418,10 @@ class ExperimentSpec(_Spec):
     base: Base
     ticks: Annotated[int, AfterValidator(_at_least(1))]
     seeds: Seeds
+    common_seeds: bool = True
+    """Every arm runs with the same seeds (common random numbers: arm x seed s draws the same random streams
+    as the control's seed s until the intervention makes them diverge). False: each arm draws its own
+    seeds (``run_seed``), independent replications (what an A/A experiment needs to show noise)."""
     arms: list[Arm]
 
     @field_validator("arms")
@@ -449,6 +454,16 @@ class ExperimentSpec(_Spec):
     def runs(self) -> list[tuple[str, int]]:
         """Every (arm, seed) pair, arms in the spec's order, seeds in the spec's order."""
         return [(a.name, s) for a in self.arms for s in self.seeds]
+
+
+def run_seed(spec: ExperimentSpec, arm: str | Arm, seed: int) -> int:
+    """The simulation seed of arm x ``seed``: ``seed`` itself with ``common_seeds``; otherwise a seed drawn
+    from (arm name, seed) by a stable hash (blake2b), in [0, 2**32)."""
+    name = arm.name if isinstance(arm, Arm) else arm
+    if spec.common_seeds:
+        return seed
+    digest = hashlib.blake2b(f"{name}\x00{seed}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little")
 
 
 def society_name(spec: ExperimentSpec, arm: str | Arm, seed: int) -> str:
