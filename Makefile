@@ -91,6 +91,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.llm
 	$(BIN)/python -m molt_society.bench.llm_rate
 	$(BIN)/python -m molt_society.bench.startup
+	$(BIN)/python -m molt_society.bench.experiment
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

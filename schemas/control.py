@@ -248,6 +248,8 @@ class WindowPartial(TypedDict):
     counts: dict[str, int]
     active_agents: list[str]
     joined_agents: NotRequired[int]  # agents registered by agents_joined cohorts in the window
+    removed: NotRequired[dict[str, int]]  # "post"/"comment" -> content_removed that removed it first
+    banned: NotRequired[int]  # agent_banned events in the window
     edges: list[list[Any]]  # [src, dst, weight]
     size_hist: dict[str, int]  # comments per thread -> threads (cumulative at window end)
     participants_hist: dict[str, int]

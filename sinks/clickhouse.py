@@ -200,6 +200,14 @@ def event_row(record: RecordLike) -> list[Any]:
         target_id = body["target_id"]
     elif etype in ("submolt_created", "agent_subscribed"):
         submolt = body["submolt"]
+    elif etype == "content_removed":  # rule and reason stay in body
+        post_id = body["post_id"]
+        target_type = body["target_type"]
+        target_id = body["target_id"]
+    elif etype == "agent_banned":
+        target_type = "agent"
+        target_id = body["agent_id"]
+    # intervention_applied: its experiment, arm, kind, params and scope stay in body
     return [
         uuid.UUID(doc["event_id"]),
         doc["society"],

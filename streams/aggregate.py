@@ -9,7 +9,10 @@ in whatever order the partials arrived. Definitions follow ``shared/notes/metric
   at least one comment, share of posts without a comment; per-thread depth of threads active in the window;
 - influence: PageRank on the window's interaction graph (commenter -> replied-to author, self-edges
   dropped, weight = comments), summed share of the top 1, 3 and k, the top-k set's churn against the
-  previous window (1 - Jaccard), super-nodes (score > mean + 3 sd) and how many persist.
+  previous window (1 - Jaccard), super-nodes (score > mean + 3 sd) and how many persist;
+- moderation (experiments' interventions): ``removed`` (dims ``post``, ``comment``: content a
+  ``content_removed`` took out of the feeds in the window, first removals only) and ``banned`` (agents an
+  ``agent_banned`` banned in the window), emitted for every window (0 when nothing happened).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def window_metrics(
     start, end = partials[0]["window_start_us"], partials[0]["window_end_us"]
     emit = _Emitter(society, start, end)
     _activity(emit, partials)
+    _moderation(emit, partials)
     _cascades(emit, partials)
     _influence(emit, partials, memory, top_k)
     memory.last_window_us = start
@@ -93,6 +97,16 @@ def _activity(emit: _Emitter, partials: list[WindowPartial]) -> None:
     emit("active_agents", "", len(active))
     joined = sum(int(p.get("joined_agents", 0)) for p in partials)  # cohorts of agents_joined
     emit("new_agents", "", counts.get("agent_registered", 0) + joined)
+
+
+def _moderation(emit: _Emitter, partials: list[WindowPartial]) -> None:
+    """Content removed and agents banned in the window (partials of older workers carry neither: 0)."""
+    removed: Counter[str] = Counter()
+    for p in partials:
+        removed.update(p.get("removed", {}))
+    emit("removed", "comment", removed["comment"])
+    emit("removed", "post", removed["post"])
+    emit("banned", "", sum(int(p.get("banned", 0)) for p in partials))
 
 
 def _cascades(emit: _Emitter, partials: list[WindowPartial]) -> None:

@@ -22,6 +22,13 @@ Contract:
   ``MAX_WINDOWS_PER_MARK`` windows closed by one mark) before they count.
 - State is kept per thread (post), per open window and per accepted event id (``EventIds``).
 - Numbers that accumulate saturate: a thread's score stays within a signed 64-bit integer.
+- Interventions of an experiment (``intervention_applied``, ``content_removed``, ``agent_banned``) are
+  stored and counted by type, but their actor (``experiment``, ``moderator``) is not an agent: it is not
+  active and adds no interaction edge. A ``content_removed`` takes its post out of the feeds for good (later
+  comments and votes on it are accepted, it stays out) or its comment out of the post's ``recent`` list; the
+  first removal of a target counts in the window's ``removed``, a repeated one changes nothing. A removal in
+  an archived thread is accepted and changes nothing (the thread left the feeds already); one in a thread
+  that does not exist is rejected as ``unknown_post``, like any other event of it.
 - Metric windows close on watermarks (``apply_watermark``), so a replay closes them exactly where the live
   run did. Window statistics of threads are those of the events accepted when the window closes; with
   in-order producers (the simulation barrier, replay) that is exactly the state at the window's end.
@@ -53,12 +60,15 @@ from molt_society.schemas.control import (
     to_us,
 )
 from molt_society.schemas.events import (
+    AgentBannedBody,
     AgentFollowedBody,
     AgentRegisteredBody,
     AgentsJoinedBody,
     AgentSubscribedBody,
     CommentCreatedBody,
+    ContentRemovedBody,
     Event,
+    InterventionAppliedBody,
     ModelCalledBody,
     PostCreatedBody,
     SubmoltCreatedBody,
@@ -160,6 +170,8 @@ class Thread:
     recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us, text]
     excerpt: str = ""  # the start of the post's content
     last_us: int = 0  # event time of the thread's newest event
+    removed: bool = False  # a moderator removed the post: it is in no feed any more
+    removed_comments: frozenset[str] = frozenset()  # comments a moderator removed (out of ``recent``)
     cached_item: FeedItem | None = None  # the feed item, rebuilt only after the thread changed
 
     def item(self) -> FeedItem:
@@ -220,9 +232,15 @@ class _Effect(NamedTuple):  # a tuple: built for every accepted event, a frozen 
     edge: tuple[str, str] | None = None  # interaction: commenter -> replied-to author
     counted: bool = True  # False for model calls: data, not actions
     joined: int = 0  # agents an agents_joined cohort registers (then its actor is not counted active)
+    agent: bool = True  # False: the actor is the experiment or a moderator, not an active agent
+    removed: str | None = None  # "post" or "comment": a removal that took content out of the feeds
+    banned: int = 0  # agents an agent_banned bans
 
 
 _COUNTED, _NOT_COUNTED = _Effect(), _Effect(counted=False)
+_INTERVENTION = _Effect(agent=False)
+_REMOVED = {kind: _Effect(agent=False, removed=kind) for kind in ("post", "comment")}
+_BANNED = _Effect(agent=False, banned=1)
 
 
 _Handler = Callable[["PartitionState", Any, str, int], "_Effect | Rejected"]
@@ -238,6 +256,8 @@ class WindowAcc:
     edges: Counter[tuple[str, str]] = field(default_factory=Counter)
     touched: set[str] = field(default_factory=set)
     joined: int = 0  # agents registered by agents_joined cohorts (they are not counted as active)
+    removed: Counter[str] = field(default_factory=Counter)  # "post"/"comment" -> first removals
+    banned: int = 0  # agent_banned events
 
 
 class PartitionState:
@@ -344,8 +364,12 @@ class PartitionState:
         acc.counts[etype] += 1
         if effect.joined:  # cohort members are new agents, not active ones
             acc.joined += effect.joined
-        else:
+        elif effect.agent:
             acc.active.add(actor)
+        else:  # an intervention: its actor is the experiment or a moderator
+            if effect.removed is not None:
+                acc.removed[effect.removed] += 1
+            acc.banned += effect.banned
         if effect.touched is not None:
             acc.touched.add(effect.touched)
         if effect.edge is not None:
@@ -492,6 +516,49 @@ class PartitionState:
             self.dirty_submolts.add(t.submolt)
         return _COUNTED
 
+    def _remove(self, body: ContentRemovedBody, actor: str, occurred: int) -> _Effect | Rejected:
+        """A moderator's removal: the post leaves the feeds, or the comment its post's ``recent`` list."""
+        t = self.threads.get(body.post_id)
+        if t is None:
+            if body.post_id in self.archived:
+                return _INTERVENTION  # stored; the archived thread is in no feed
+            return self._missing_thread("removal in", body.post_id)
+        if body.target_type == "post":
+            if body.target_id != body.post_id:
+                return self._reject("a post removal's target_id must equal its post_id", "bad_target")
+        elif body.target_id not in t.comments:
+            return self._reject(
+                f"removal of comment {body.target_id}, which does not exist in post {body.post_id}",
+                "unknown_target",
+            )
+        if self._idle_too_long(t, occurred):
+            return _INTERVENTION  # archived by now (whether or not reclaimed yet): it left the feeds
+        if body.target_type == "post":
+            if t.removed:
+                return _INTERVENTION
+            t.removed = True
+            newest = self.submolt_posts.get(t.submolt, [])
+            at = bisect.bisect_left(newest, (t.created_us, t.post_id))
+            if at < len(newest) and newest[at][1] == t.post_id:
+                del newest[at]
+        else:
+            if body.target_id in t.removed_comments:
+                return _INTERVENTION
+            t.removed_comments = t.removed_comments | {body.target_id}
+            t.recent = [r for r in t.recent if r[0] != body.target_id]
+            t.cached_item = None
+        self.dirty_submolts.add(t.submolt)
+        return _REMOVED[body.target_type]
+
+    def _intervention(self, body: InterventionAppliedBody, actor: str, occurred: int) -> _Effect:
+        """An intervention taking effect: stored and counted; it changes no thread (the agent workers and
+        feed policies apply it)."""
+        return _INTERVENTION
+
+    def _ban(self, body: AgentBannedBody, actor: str, occurred: int) -> _Effect:
+        """A ban: stored and counted (the agent workers stop the agent); it changes no thread."""
+        return _BANNED
+
     def _joined(self, body: AgentsJoinedBody, actor: str, occurred: int) -> _Effect:
         """A cohort: counted as one event, its members as new agents (none of them as active)."""
         return _Effect(joined=len(body.agents))
@@ -515,6 +582,9 @@ class PartitionState:
         AgentSubscribedBody: _counted,
         AgentFollowedBody: _counted,
         ModelCalledBody: _not_counted,
+        InterventionAppliedBody: _intervention,
+        ContentRemovedBody: _remove,
+        AgentBannedBody: _ban,
     }
     """Each event body's handler: it checks and applies the event and says what it counts (``_count``)."""
 
@@ -661,6 +731,8 @@ class PartitionState:
             "counts": dict(sorted(acc.counts.items())),
             "active_agents": sorted(acc.active),
             "joined_agents": acc.joined,
+            "removed": dict(sorted(acc.removed.items())),
+            "banned": acc.banned,
             "edges": [[s, d, w] for (s, d), w in sorted(acc.edges.items())],
             "size_hist": {str(k): v for k, v in sorted(self.size_hist.items())},
             "participants_hist": {str(k): v for k, v in sorted(self.participants_hist.items())},
@@ -728,6 +800,8 @@ class PartitionState:
                     t.recent,
                     t.excerpt,
                     t.last_us,
+                    t.removed,
+                    sorted(t.removed_comments),
                 ]
                 for t in self.threads.values()
             ],
@@ -742,6 +816,8 @@ class PartitionState:
                     [[s, d, w] for (s, d), w in acc.edges.items()],
                     sorted(acc.touched),
                     acc.joined,
+                    dict(acc.removed),
+                    acc.banned,
                 ]
                 for start, acc in self.windows.items()
             ],
@@ -798,7 +874,23 @@ class PartitionState:
 
     def _restore(self, doc: dict[str, Any]) -> None:
         for row in doc["threads"]:
-            pid, submolt, author, title, created, score, comments, parts, depth, recent, excerpt, last = row
+            (
+                pid,
+                submolt,
+                author,
+                title,
+                created,
+                score,
+                comments,
+                parts,
+                depth,
+                recent,
+                excerpt,
+                last,
+                *rm,
+            ) = row
+            # rows of snapshots taken before removals existed have no removal fields
+            removed, removed_comments = (rm[0], frozenset(rm[1])) if rm else (False, frozenset[str]())
             self.threads[pid] = Thread(
                 pid,
                 submolt,
@@ -812,13 +904,22 @@ class PartitionState:
                 recent,
                 excerpt,
                 last,
+                removed,
+                removed_comments,
             )
         self.archived = set(doc["archived"])
         self._last_archive_us = doc["last_archive_us"]
         self.submolt_posts = {s: [(c, p) for c, p in posts] for s, posts in doc["submolt_posts"].items()}
-        for start, counts, active, edges, touched, joined in doc["windows"]:
+        for start, counts, active, edges, touched, joined, *moderation in doc["windows"]:
+            removed, banned = moderation if moderation else ({}, 0)
             self.windows[start] = WindowAcc(
-                Counter(counts), set(active), Counter({(s, d): w for s, d, w in edges}), set(touched), joined
+                Counter(counts),
+                set(active),
+                Counter({(s, d): w for s, d, w in edges}),
+                set(touched),
+                joined,
+                Counter(removed),
+                banned,
             )
         self.next_close_us = doc["next_close_us"]
         self.producer_marks = doc["producer_marks"]

@@ -19,6 +19,7 @@ from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from structlog.testing import capture_logs
 
+from molt_society.runtime import kafka
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import (
@@ -739,8 +740,8 @@ def test_kafka_partition_matches_the_java_client(partitions: int) -> None:
     rng = random.Random(partitions)
     parts = list(range(partitions))
     for _ in range(500):
-        key = rng.randbytes(rng.randrange(1, 60))
-        assert kafka_partition(key, partitions) == DefaultPartitioner()(key, parts, parts)
+        raw = rng.randbytes(rng.randrange(1, 60))
+        assert kafka_partition(raw, partitions) == DefaultPartitioner()(raw, parts, parts)
 
 
 @pytest.mark.parametrize("pid", sorted(KAFKA_MURMUR2))
@@ -855,7 +856,11 @@ def test_rebuild_refills_the_index() -> None:
     ids = EventIds()
     s0 = new_state_with(ids, 0)
     s1 = new_state_with(ids, 1)
-    events = [post("p1", "a", ORIGIN), comment("c1", "p1", "b", ORIGIN + SEC), register("a", ORIGIN)]
+    events: list[Event] = [
+        post("p1", "a", ORIGIN),
+        comment("c1", "p1", "b", ORIGIN + SEC),
+        register("a", ORIGIN),
+    ]
     raws = [encode_event(e) for e in events]
     for raw in raws:
         assert isinstance(s0.accept_action(raw, NOW), Accepted)
@@ -1048,8 +1053,8 @@ def test_a_failed_rebuild_is_logged_and_stops_the_processor(monkeypatch: pytest.
             raise ConnectionError("broker went away")
         return self._new_state(partition)
 
-    monkeypatch.setattr(processor.kafka, "producer", lambda *_, **__: _FakeProducer())
-    monkeypatch.setattr(processor.kafka, "consumer", lambda *_, **__: _FakeConsumer())
+    monkeypatch.setattr(kafka, "producer", lambda *_, **__: _FakeProducer())  # the module processor calls
+    monkeypatch.setattr(kafka, "consumer", lambda *_, **__: _FakeConsumer())
     monkeypatch.setattr(processor, "partition_count", partition_count)
     monkeypatch.setattr(processor.ActionProcessor, "_rebuild", rebuild)
     proc = processor.ActionProcessor(Settings(kafka_bootstrap="127.0.0.1:1"), "127.0.0.1:1", "s")

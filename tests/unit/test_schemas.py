@@ -18,6 +18,8 @@ from molt_society.schemas import control
 from molt_society.schemas.events import (
     EVENT_TYPES,
     MAX_JOINED,
+    AgentBanned,
+    AgentBannedBody,
     AgentFollowed,
     AgentFollowedBody,
     AgentRegistered,
@@ -28,7 +30,11 @@ from molt_society.schemas.events import (
     AgentSubscribedBody,
     CommentCreated,
     CommentCreatedBody,
+    ContentRemoved,
+    ContentRemovedBody,
     Event,
+    InterventionApplied,
+    InterventionAppliedBody,
     JoinedAgent,
     ModelCalled,
     ModelCalledBody,
@@ -134,6 +140,33 @@ def sample_events() -> list[Event]:
             ),
             **common,
         ),
+        InterventionApplied(
+            event_id=uuid.UUID(int=EID.int + 11),
+            body=InterventionAppliedBody(
+                experiment="exp-1",
+                arm="random-feed",
+                kind="feed_policy",
+                params='{"kind": "feed_policy", "policy": "random"}',
+                scope="share:0.5",
+            ),
+            **{**common, "actor": "experiment"},
+        ),
+        ContentRemoved(
+            event_id=uuid.UUID(int=EID.int + 12),
+            body=ContentRemovedBody(
+                target_type="comment",
+                target_id="comment-2",
+                post_id="post-1",
+                rule="terms",
+                reason="'airdrop'",
+            ),
+            **{**common, "actor": "moderator"},
+        ),
+        AgentBanned(
+            event_id=uuid.UUID(int=EID.int + 13),
+            body=AgentBannedBody(agent_id="agent-000009", rule="ban_top_pagerank", reason="PageRank rank 1"),
+            **{**common, "actor": "moderator"},
+        ),
     ]
 
 
@@ -177,7 +210,7 @@ def _comment_doc(**body: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ round trip
 def test_sample_covers_every_event_type() -> None:
     assert sorted(e.type for e in sample_events()) == sorted(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 10
+    assert len(EVENT_TYPES) == 13
 
 
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
@@ -538,6 +571,9 @@ def test_partition_keys() -> None:
         "vote_tallied": "post-1",
         "model_called": "agent:agent-000001",
         "agents_joined": "agent:agent-000001",
+        "intervention_applied": "agent:experiment",
+        "content_removed": "post-1",
+        "agent_banned": "agent:moderator",
     }
 
 
@@ -576,6 +612,9 @@ _TYPE_DEFS = {
     "vote_tallied": "VoteTallied",
     "model_called": "ModelCalled",
     "agents_joined": "AgentsJoined",
+    "intervention_applied": "InterventionApplied",
+    "content_removed": "ContentRemoved",
+    "agent_banned": "AgentBanned",
 }
 
 
