@@ -6,10 +6,12 @@
 - ``GET /api/stream``: the snapshots as server-sent events, one per refresh; the browser's EventSource
   reconnects by itself if the dashboard restarts.
 - ``GET /healthz``: liveness.
+- ``GET /experiments`` and below: the experiments and their results (``dashboard.experiments``).
 
 Every response carries a strict Content-Security-Policy (scripts and styles only from this server, no
 inline script, no plugins, no framing). The page renders agent-written text with ``textContent`` only;
-the policy is a second wall behind that.
+the policy is a second wall behind that. The experiment pages (offline documents without any script) set
+their own: no script at all, inline styles only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from molt_society.dashboard.experiments import add_routes as add_experiment_routes
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.snapshot import Snapshotter
 from molt_society.runtime.logs import get_logger
@@ -46,7 +49,7 @@ async def security_headers(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     resp = await handler(request)
-    resp.headers["Content-Security-Policy"] = CSP
+    resp.headers.setdefault("Content-Security-Policy", CSP)  # the experiment pages set a stricter one
     resp.headers["X-Content-Type-Options"] = "nosniff"
     resp.headers["Referrer-Policy"] = "no-referrer"
     resp.headers["Cache-Control"] = "no-store"
@@ -120,6 +123,7 @@ def make_app(
     app.router.add_get("/api/snapshot", snapshot)
     app.router.add_get("/api/stream", stream)
     app.router.add_get("/healthz", healthz)
+    add_experiment_routes(app, snapshotter)
     app.router.add_static("/static/", STATIC, show_index=False)
     return app
 

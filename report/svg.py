@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
@@ -252,6 +252,60 @@ def _prepare(fig: Figure) -> list[_Prepared]:
     return out
 
 
+BandPoint = tuple[float, float, float]  # x, low, high on the axes' scales
+
+
+def _prepare_bands(
+    fig: Figure, series: list[_Prepared], bands: Mapping[str, Band]
+) -> list[tuple[str, list[BandPoint]]]:
+    """(color, run of points) per unbroken stretch of each band whose series exists; unusable values
+    (not finite, not positive on a log axis) break it."""
+    out: list[tuple[str, list[BandPoint]]] = []
+
+    def scale(v: float | None, log: bool) -> float | None:
+        if not finite(v) or v is None or (log and v <= 0):
+            return None
+        return math.log10(v) if log else float(v)
+
+    for s in series:
+        if s.name not in bands:
+            continue
+        xs, lows, highs = bands[s.name]
+        run: list[BandPoint] = []
+        for x, lo, hi in zip(xs, lows, highs, strict=False):
+            px = scale(x, fig.log_x and fig.x_kind == "number")
+            plo, phi = scale(lo, fig.log_y), scale(hi, fig.log_y)
+            if px is None or plo is None or phi is None:
+                if run:
+                    out.append((s.color, run))
+                run = []
+                continue
+            run.append((px, plo, phi))
+        if run:
+            out.append((s.color, run))
+    return out
+
+
+def _bands_svg(f: _Frame, shades: list[tuple[str, list[BandPoint]]]) -> list[str]:
+    """Each band run as a polygon (its upper edge, then the lower edge back); a lone point as a bar."""
+    out: list[str] = []
+    for color, run in shades:
+        if len(run) == 1:
+            x, lo, hi = run[0]
+            out.append(
+                f'<line class="mark band" x1="{f.px(x):.1f}" x2="{f.px(x):.1f}" y1="{f.py(lo):.1f}" '
+                f'y2="{f.py(hi):.1f}" stroke="{color}" stroke-opacity="0.35" stroke-width="6"/>'
+            )
+            continue
+        upper = [f"{f.px(x):.1f},{f.py(hi):.1f}" for x, _, hi in run]
+        lower = [f"{f.px(x):.1f},{f.py(lo):.1f}" for x, lo, _ in reversed(run)]
+        out.append(
+            f'<polygon class="mark band" points="{" ".join(upper + lower)}" fill="{color}" '
+            'fill-opacity="0.18" stroke="none"/>'
+        )
+    return [f'<g class="bands">{"".join(out)}</g>'] if out else []
+
+
 def _bar_gap(xs: list[float]) -> float:
     """Smallest distance between distinct x values of bars (1 when there is one)."""
     ordered = sorted(set(xs))
@@ -286,11 +340,21 @@ class _Frame:
         return self.top + (1 - self.y_axis.frac(v)) * self.plot_h
 
 
-def figure_svg(fig: Figure) -> str | None:
-    """The figure as one ``<svg class="figure">`` element, or None when there is nothing to draw."""
+Band = tuple[Sequence[float], Sequence[float | None], Sequence[float | None]]
+"""An interval around a line series: x, low, high (None breaks the band)."""
+
+
+def figure_svg(fig: Figure, bands: Mapping[str, Band] | None = None) -> str | None:
+    """The figure as one ``<svg class="figure">`` element, or None when there is nothing to draw.
+
+    ``bands``: per series name, an interval (a CI) drawn as a translucent area of the series' color behind
+    every series; the axes cover it."""
     series = _prepare(fig)
-    xs = [x for s in series for x, y in s.points if y is not None]
-    ys = [y for s in series for _, y in s.points if y is not None]
+    shades = _prepare_bands(fig, series, bands or {})
+    xs = [x for s in series for x, y in s.points if y is not None] + [p[0] for _, run in shades for p in run]
+    ys = [y for s in series for _, y in s.points if y is not None] + [
+        v for _, run in shades for p in run for v in p[1:]
+    ]
     if not ys:
         return None
     bars = [s for s in series if s.style == "bars" and any(y is not None for _, y in s.points)]
@@ -307,6 +371,7 @@ def figure_svg(fig: Figure) -> str | None:
         f"<title>{esc(fig.title)}</title>",
     ]
     out += _axes_svg(fig, frame, x_label)
+    out += _bands_svg(frame, shades)
     out += _data_svg(fig, frame, series, bars, gap)
     out.append(legend_svg)
     out.append("</svg>")
