@@ -31,6 +31,15 @@ class FeedView:
     def lists(self, submolt: str) -> dict[str, list[FeedItem]]:
         return self.submolts.get(submolt, {"new": [], "hot": []})
 
+    def lists_for(self, agent_id: str, submolt: str) -> dict[str, list[FeedItem]]:
+        """The lists ``agent_id`` sees in ``submolt``: everyone sees the same (``lists``), unless an
+        experiment's feed policy ranks this agent's "hot" list its own way (``agents.interventions``)."""
+        return self.lists(submolt)
+
+    def policy_ranked(self, agent_id: str, submolt: str) -> bool:
+        """True when ``lists_for(agent_id, submolt)["hot"]`` is a feed policy's order, not by hot score."""
+        return False
+
 
 @dataclass(frozen=True)
 class TickContext:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -56,6 +57,15 @@ HISTORY = 5
 HOT_POSTS = 5  # of FEED_POSTS; the rest are the newest posts
 LANES_PER_SLOT = 2
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTuning:
+    """Overrides of one agent's model call: another model name (it must be one the model servers serve)
+    and another sampling temperature; None keeps the brain's."""
+
+    model: str | None = None
+    temperature: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +106,8 @@ class LLMBrain:
         self.rate = rate
         self.history: defaultdict[str, deque[str]] = defaultdict(lambda: deque(maxlen=HISTORY))
         self.calls = 0
+        self.tuning: Callable[[str], AgentTuning | None] | None = None
+        """Per-agent overrides of the model and temperature (an experiment's ``behaviour`` intervention)."""
 
     async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
         py = random.Random(int(ctx.rng.integers(2**63)))
@@ -119,14 +131,23 @@ class LLMBrain:
         return [ev for events in done for ev in events]
 
     def feed_for(self, agent: Asked | AgentSpec, feed: FeedView) -> list[FeedItem]:
-        """What the agent sees: the hottest posts of its communities, then the newest, without repeats."""
-        hot: list[FeedItem] = []
+        """What the agent sees: the hottest posts of its communities, then the newest, without repeats.
+
+        Where an experiment's feed policy ranks the agent's lists (``FeedView.policy_ranked``), "hottest"
+        is the policy's order: the communities' lists interleaved rank by rank, not re-sorted by hot score."""
+        hots: list[list[FeedItem]] = []
         new: list[FeedItem] = []
+        ranked = False
         for s in agent.subscriptions:
-            lists = feed.lists(s)
-            hot.extend(lists["hot"])
+            lists = feed.lists_for(agent.agent_id, s)
+            ranked = ranked or feed.policy_ranked(agent.agent_id, s)
+            hots.append(lists["hot"])
             new.extend(lists["new"])
-        hot.sort(key=lambda it: (-it["hot"], it["post_id"]))
+        if ranked:
+            hot = [it for row in itertools.zip_longest(*hots) for it in row if it is not None]
+        else:
+            hot = [it for h in hots for it in h]
+            hot.sort(key=lambda it: (-it["hot"], it["post_id"]))
         new.sort(key=lambda it: (-it["created_us"], it["post_id"]))
         out: dict[str, FeedItem] = {}
         for it in hot[:HOT_POSTS] + new:
@@ -141,11 +162,14 @@ class LLMBrain:
         text, shown = show_feed(self.feed_for(agent, feed), agent.subscriptions)
         history = list(self.history[agent.agent_id])
         message = prompt(agent.persona, agent.name, history, text, agent.subscriptions, first=seed)
+        tune = self.tuning(agent.agent_id) if self.tuning is not None else None
         call = await self.client.complete(
-            agent.model,
+            tune.model if tune is not None and tune.model is not None else agent.model,
             [{"role": "user", "content": message}],
             max_tokens=self.max_tokens,
-            temperature=self.temperature,
+            temperature=tune.temperature
+            if tune is not None and tune.temperature is not None
+            else self.temperature,
             json_schema=reply_schema(shown) if self.json_schema else None,
             seed=seed,
         )

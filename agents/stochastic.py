@@ -218,7 +218,7 @@ class StochasticBrain:
         )
 
     def _pick(self, agent: AgentSpec, feed: FeedView, py: random.Random) -> FeedItem | None:
-        lists = feed.lists(self._submolt(agent, py))
+        lists = feed.lists_for(agent.agent_id, self._submolt(agent, py))
         first, second = ("hot", "new") if py.random() < self.b.targets.hot_share else ("new", "hot")
         items = lists[first] or lists[second]
         if not items:

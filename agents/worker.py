@@ -17,6 +17,10 @@ sending give the event loop a turn every 20 ms. For each tick record of a shard 
 4. publishes the shard's watermark (end of the tick in event time) on every actions partition;
 5. commits the tick's offset only after all of that is acknowledged. A crash replays the tick; the
    regenerated events carry the same ids and are dropped downstream as duplicates.
+
+With ``Settings.arm_plan`` (an experiment's arm), ticks from the plan's fork tick on go through
+``agents.interventions.ArmRuntime``: records and injections, bans, feed policies, moderation, behaviour
+overrides. Without one, nothing of it runs.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from molt_society.agents.behaviour import load_behaviour
-from molt_society.agents.brain import Brain, TickContext
+from molt_society.agents.brain import Brain, FeedView, TickContext
 from molt_society.agents.feed_cache import FeedCache
+from molt_society.agents.interventions import ArmRuntime
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
 from molt_society.agents.stochastic import StochasticBrain
@@ -46,6 +51,7 @@ from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
+from molt_society.schemas.arm_plan import load_plan
 from molt_society.schemas.events import AgentsJoined, Event, partition_key
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
@@ -94,6 +100,17 @@ class AgentWorker:
             models=settings.model_names,
         )
         self.llm_agents = min(settings.llm_agents, settings.agents)
+        self.arm: ArmRuntime | None = None  # an experiment arm's interventions (agents.interventions)
+        if settings.arm_plan is not None:
+            plan = load_plan(settings.arm_plan)
+            self.arm = ArmRuntime(
+                plan,
+                seed=settings.seed,
+                roster=self.roster,
+                behaviour=behaviour,
+                feed_size=settings.feed_size,
+            )
+            log.info("agents.arm_plan", experiment=plan.experiment, arm=plan.arm, fork_tick=plan.fork_tick)
         self._cohorts: dict[tuple[int, str], Cohort] = {}
         self.producers = [shard_producer(s) for s in range(settings.shards)]
         self.origin = datetime.fromisoformat(settings.sim_start)
@@ -114,6 +131,9 @@ class AgentWorker:
         async with contextlib.AsyncExitStack() as brains:
             if self.llm_agents and "llm" not in self.brains:
                 self.brains["llm"] = await brains.enter_async_context(llm_brain(self.s))
+            llm = self.brains.get("llm")
+            if self.arm is not None and isinstance(llm, LLMBrain):
+                llm.tuning = self.arm.tuning
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -235,12 +255,27 @@ class AgentWorker:
             rng=np.random.default_rng([self.s.seed, shard, t]),
             submolts=self.submolts,
         )
+        end_us = control.to_us(start + timedelta(seconds=self.s.tick_seconds))
+        if self.arm is not None and self.arm.active(t):
+            return await self._decide_arm(self.arm, shard, feed, ctx), end_us
         events: list[Event] = []
         for name, brain in self.brains.items():
             mine = self.cohort(shard, name)
             if len(mine):
                 events.extend(ev for ev in await brain.decide(mine, feed, ctx) if self._acceptable(ev, mine))
-        return events, control.to_us(start + timedelta(seconds=self.s.tick_seconds))
+        return events, end_us
+
+    async def _decide_arm(self, arm: ArmRuntime, shard: int, feed: FeedView, ctx: TickContext) -> list[Event]:
+        """A shard's tick under an experiment arm (``agents.interventions``): the worker's own events (fork
+        records, injections: not a brain's, so not checked as one), then the brains' acceptable events on
+        the arm's feed view, without banned agents, each removed post or comment followed by its removal."""
+        own = arm.own_events(shard, feed, ctx)
+        view = await asyncio.to_thread(arm.view, feed, ctx.tick) if arm.embeds else arm.view(feed, ctx.tick)
+        decided: list[Event] = []
+        for brain, mine in arm.brains(shard, self.brains, self.cohort):
+            if len(mine):
+                decided.extend(ev for ev in await brain.decide(mine, view, ctx) if self._acceptable(ev, mine))
+        return own + arm.moderate(decided, feed, shard, ctx, prior=own)
 
     async def _send(
         self,
