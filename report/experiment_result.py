@@ -249,8 +249,7 @@ def _society(r: Run, sm: SocietyMetrics) -> dict[str, Any]:
         "windows": len(sm.windows),
         "history_events": r.history_events,
         "history_verified": r.history_verified,
-        "wall_seconds": r.wall_seconds,
-    }
+    }  # no wall time: the same spec and seeds give the same bytes (it is in the experiments table)
 
 
 def _base(runs: Sequence[Run]) -> dict[str, Any]:

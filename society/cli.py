@@ -199,6 +199,29 @@ def _print_run_summary(society: str, summary: dict[str, Any]) -> None:
 
 
 @main.command()
+@click.argument("spec_path", metavar="SPEC.toml", type=click.Path(path_type=Path))
+def experiment(spec_path: Path) -> None:
+    """Fork a base society into the spec's arms x seeds, run each, and write the result.
+
+    Every arm x seed is its own society <experiment>.<arm>.s<seed>, recorded in the `experiments` table.
+    Run it again to resume: pairs done are skipped, a pair left unfinished is purged and run again.
+    See docs/experiment.example.toml for a spec."""
+    from molt_society.schemas.experiment import SpecError
+    from molt_society.society.experiment import ExperimentError, run_experiment
+    from molt_society.society.stack import StackBusy
+
+    try:
+        run_experiment(get_settings(), spec_path, console=console)
+    except SpecError as exc:
+        for text in str(exc).splitlines():
+            console.print(f"[red]{escape(text)}[/red]", highlight=False)
+        sys.exit(2)
+    except (ExperimentError, StackBusy) as exc:
+        console.print(f"[bold red]experiment failed:[/bold red] {escape(str(exc))}", highlight=False)
+        sys.exit(1)
+
+
+@main.command()
 @click.option("--society", "name", required=True)
 @click.option("--ticks", type=int)
 @click.option("--duration", type=float)
@@ -652,6 +675,39 @@ def _cell(v: Any) -> Any:
     if isinstance(v, float):
         return Text(f"{v:.6g}")
     return Text(str(v))
+
+
+@main.command()
+@click.argument("society_name")
+@click.argument("question")
+@click.option("--agent", "agent_id", required=True, help="the agent to ask (e.g. agent-000003)")
+@click.option("--at", "at", help="its history before this time: ISO 8601 with a zone, or a tick number")
+@click.option("--model", help="the model to ask (default: the agent's own)")
+@click.option("--seed", type=int, default=0, show_default=True, help="sampling seed")
+@click.option("--temperature", type=click.FloatRange(0, 2), default=0.0, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 8192), default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the interview's record as JSON")
+def interview(
+    society_name: str, question: str, agent_id: str, at: str | None, model: str | None,
+    seed: int, temperature: float, max_tokens: int, as_json: bool,
+) -> None:  # fmt: skip
+    """Ask an agent a question from its persona and its own posts and comments up to --at.
+
+    The society is unchanged; the call is recorded in <state_dir>/<society>/interviews.jsonl."""
+    from molt_society.society.interview import InterviewError, printable
+    from molt_society.society.interview import interview as ask_agent
+
+    try:
+        done = ask_agent(get_settings(), society_name, agent_id, question, at=at, model=model, seed=seed,
+                         temperature=temperature, max_tokens=max_tokens)  # fmt: skip
+    except (InterviewError, OSError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(done.record(), ensure_ascii=False))
+    elif done.ok:
+        click.echo(printable(done.answer) or "(the model's answer is empty)")
+    if not done.ok:
+        raise click.ClickException(f"the model call failed: {printable(done.event.body.reason or '')}")
 
 
 @main.command()

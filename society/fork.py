@@ -42,6 +42,7 @@ CONFIG_FIELDS = (
     "top_k",
     "llm_agents",
     "llm_models",
+    "arm_plan",  # an experiment arm's interventions (schemas.arm_plan): a fork of an arm keeps them
 )
 
 
@@ -109,6 +110,8 @@ def fork_settings(settings: Settings, source: str, seed: int | None) -> tuple[Se
     if cfg.get("mode", "sim") != "sim":
         raise ValueError(f"society {source!r} ran in real time; only simulated societies can be forked")
     update = {k: cfg[k] for k in CONFIG_FIELDS if k in cfg}
+    if update.get("arm_plan") is not None:  # recorded as text; model_copy does not validate
+        update["arm_plan"] = Path(update["arm_plan"])
     if seed is not None:
         update["seed"] = seed
     return settings.model_copy(update=update), cfg

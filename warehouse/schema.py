@@ -16,7 +16,14 @@ log = get_logger(__name__)
 
 _STATEMENT_END = re.compile(r";[ \t]*$", re.MULTILINE)
 
-SCHEMA_FILES = ("tables.sql", "diagnostics.sql", "molt_dynamics.sql", "superminds.sql", "patterns.sql")
+SCHEMA_FILES = (
+    "tables.sql",
+    "diagnostics.sql",
+    "molt_dynamics.sql",
+    "superminds.sql",
+    "patterns.sql",
+    "experiments.sql",
+)
 """Applied in this order: the sink's tables and views, then the studies' diagnostics as views."""
 
 

@@ -1,0 +1,185 @@
+"""The base of an experiment and the run of one arm x seed on the local stack.
+
+``resolve_base`` turns the spec's base into a society and a fork point:
+
+- ``base = { society, at }``: the society must have a recorded configuration (``society.fork``); a tick
+  ``at`` is the instant ``sim_start + at * tick_seconds``, a time is rounded up to a tick boundary; the
+  point may not lie past the society's recorded end.
+- ``base = { replay }``: the archive or dump (a path relative to the spec's directory, or absolute) is
+  replayed once into the society ``<experiment>.base`` (``society.replay_run``), which the experiment then
+  forks at its end. A replay has no agents of its own, so its recorded configuration is the experiment's
+  settings (seed, agents, shards, tick length) with ``sim_start`` at the history's first window and
+  ``window_seconds`` the archive's: the forks continue the replayed history with a synthetic roster of
+  that many agents, whose ids are not the archive's authors; they never registered in the history
+  (registration is tick 0's genesis), so they appear in the arms from their first action on.
+
+``run_pair`` is ``society.fork.run_fork`` with a progress callback and the arm's settings (seed, plan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import from_us, to_us
+from molt_society.schemas.experiment import ExperimentSpec, ReplayBase
+from molt_society.society.drive import drive_clock, last_window_start, wait_drained
+from molt_society.society.fork import (
+    ForkPoint,
+    config_path,
+    copy_history,
+    fork_point,
+    fork_settings,
+    save_config,
+)
+from molt_society.society.stack import LocalStack
+
+
+class ExperimentError(RuntimeError):
+    """An experiment that cannot go on; the message is one line that says why."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """The society the arms fork, its settings (recorded configuration) and the fork point."""
+
+    society: str
+    settings: Settings
+    point: ForkPoint
+
+
+@dataclass(frozen=True)
+class PairJob:
+    """One arm x seed to run: its society, settings (seed and plan set), base and length."""
+
+    society: str
+    settings: Settings
+    base: Base
+    ticks: int
+    extra: dict[str, Any]
+
+
+def resolve_base(settings: Settings, spec: ExperimentSpec, spec_path: Path, console: Console) -> Base:
+    """The base society and fork point of ``spec`` (see module docstring)."""
+    if isinstance(spec.base, ReplayBase):
+        society = replay_base(settings, spec, spec.base, spec_path, console)
+        at: datetime | int | None = None
+    else:
+        society, at = spec.base.society, spec.base.at
+    try:
+        base_settings, cfg = fork_settings(settings, society, None)
+    except FileNotFoundError:
+        raise ExperimentError(
+            f"base society {society!r} has no recorded configuration ({config_path(settings, society)}): "
+            "run it with `society run` first"
+        ) from None
+    except ValueError as exc:
+        raise ExperimentError(str(exc)) from None
+    return Base(society, base_settings, _point(base_settings, society, at, cfg.get("end_us")))
+
+
+def _point(s: Settings, society: str, at: datetime | int | None, end_us: int | None) -> ForkPoint:
+    when: datetime | None
+    if isinstance(at, int):
+        when = datetime.fromisoformat(s.sim_start) + timedelta(seconds=at * s.tick_seconds)
+    else:
+        when = at
+    try:
+        point = fork_point(s, when, end_us)
+    except ValueError as exc:
+        raise ExperimentError(f"base society {society!r}: {exc}") from None
+    if end_us is not None and point.at_us > end_us:
+        origin_us = to_us(datetime.fromisoformat(s.sim_start))
+        end_tick = (end_us - origin_us) // int(s.tick_seconds * 1_000_000)
+        raise ExperimentError(
+            f"the fork point (tick {point.tick}, {from_us(point.at_us).isoformat()}) is past the end of base "
+            f"society {society!r} (tick {end_tick}, {from_us(end_us).isoformat()})"
+        )
+    return point
+
+
+def replay_base(
+    settings: Settings, spec: ExperimentSpec, base: ReplayBase, spec_path: Path, console: Console
+) -> str:
+    """Replay ``base.replay`` into ``<experiment>.base`` unless done before; the society's name."""
+    from molt_society.replay.source import load_source
+    from molt_society.society.replay_run import replay_source
+
+    society = f"{spec.name}.base"
+    path = Path(base.replay).expanduser()
+    if not path.is_absolute():
+        path = spec_path.resolve().parent / path
+    done = config_path(settings, society)
+    if done.exists():
+        console.print(f"base {society}: replayed before from {path.name}; forking it at its end")
+        return society
+    if not path.exists():
+        raise ExperimentError(f"the base's replay source {path} does not exist")
+    source = load_source(path)
+    if not source.events:
+        raise ExperimentError(f"the base's replay source {path} has no events")
+    from molt_society.society.experiment_store import Store  # a partial replay of an earlier attempt
+
+    with Store(settings.clickhouse_url) as store:
+        store.purge(society)
+    shutil.rmtree(settings.state_dir / society, ignore_errors=True)
+    console.print(f"replaying {path} into the base society {society} ...")
+    stats = replay_source(
+        settings, source, society=society, speed=None, console=console, source_name=path.name
+    )
+    header = source.header
+    window_s = header.window_seconds if header and header.window_seconds else settings.window_seconds
+    window_us = int(window_s * 1_000_000)
+    if header is not None and header.origin_us is not None:
+        origin_us = header.origin_us
+    else:  # the publisher's own origin: the first event's window
+        origin_us = stats.first_us if stats.first_us is not None else _first_us(source.events)
+        origin_us -= origin_us % window_us
+    last_us = stats.last_us if stats.last_us is not None else origin_us
+    s = settings.model_copy(update={"sim_start": from_us(origin_us).isoformat(), "window_seconds": window_s})
+    save_config(s, society, mode="sim", end_us=last_us + 1, replayed_from=str(path))
+    return society
+
+
+def _first_us(events: list[Any]) -> int:
+    ev = events[0]
+    if isinstance(ev, dict):
+        return to_us(datetime.fromisoformat(str(ev["occurred_at"])))
+    return to_us(ev.occurred_at)
+
+
+def run_pair(job: PairJob, on_tick: Callable[[int], None]) -> int:
+    """Fork the base into ``job.society`` and run it ``job.ticks`` ticks; the history events copied."""
+    s, point, base = job.settings, job.base.point, job.base.society
+    stack = LocalStack(s, job.society, stream_workers=s.stream_workers, agent_workers=s.agent_workers)
+    try:
+        stack.start()
+        save_config(s, job.society, forked_from=base, fork_at_us=point.at_us, **job.extra)
+        stack.sink_url()
+        copied = asyncio.run(copy_history(s, stack.bootstrap, base, job.society, point))
+
+        async def go() -> None:
+            _, end_us = await drive_clock(
+                s,
+                stack.bootstrap,
+                job.society,
+                ticks=point.tick + job.ticks,
+                duration=None,
+                start_tick=point.tick,
+                on_tick=on_tick,
+            )
+            save_config(s, job.society, end_us=end_us, end_tick=point.tick + job.ticks)
+            await wait_drained(job.society, last_window_start(s, end_us), stack)
+
+        asyncio.run(go())
+        return copied
+    finally:
+        stack.stop()
