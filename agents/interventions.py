@@ -6,7 +6,8 @@ agent worker builds an ``ArmRuntime`` from it and, for every tick ``t >= plan.fo
 1. **records** (shard 0, tick ``fork_tick``): one ``intervention_applied`` per intervention (actor
    ``experiment``; ``params`` its JSON, ``scope`` ``all`` | ``submolts:a,b`` | ``share:f``), one
    ``agent_banned`` per ban and one ``content_removed`` per removal of the plan (actor ``moderator``);
-2. **bans**: banned agents leave every brain's cohort, so they take no action;
+2. **bans**: the events of banned agents are refused (dropped after their brain decided), so they take no
+   action while every other agent draws what it draws in the control (``ArmRuntime.refused``);
 3. **feed policy**: an agent in a ``feed_policy`` intervention's scope sees, as a submolt's "hot" list, the
    policy's ranking (``streams.feed_policy``) of the candidates = that submolt's merged hot and new lists
    of the tick's feed view (deduplicated by post id), ``feed_size`` of them; the "new" list stays. Scope:
@@ -55,7 +56,7 @@ from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import Brain, FeedView, TickContext
 from molt_society.agents.llm_brain import AgentTuning
 from molt_society.agents.moderation import Moderator
-from molt_society.agents.roster import AgentSpec, Cohort, Roster, agent_id, agent_index
+from molt_society.agents.roster import AgentSpec, Cohort, Roster, agent_id
 from molt_society.agents.stochastic import StochasticBrain
 from molt_society.runtime.logs import get_logger
 from molt_society.schemas.arm_plan import ArmPlan
@@ -528,8 +529,6 @@ class ArmRuntime:
             k: StochasticBrain(overridden(behaviour, iv)) for k, iv in self.behaviours if _stochastic(iv)
         }
         self.banned = frozenset(b.agent_id for b in plan.bans)
-        banned = {i for b in plan.bans if (i := agent_index(b.agent_id)) is not None and i < len(roster)}
-        self._banned = np.array(sorted(banned), dtype=np.int64)
         self._groups: dict[int, list[tuple[Brain, Cohort]]] = {}
 
     @property
@@ -568,7 +567,7 @@ class ArmRuntime:
         self, shard: int, brains: Mapping[str, Brain], cohort: Callable[[int, str], Cohort]
     ) -> list[tuple[Brain, Cohort]]:
         """Each brain with the agents of ``shard`` it drives under the arm: the worker's brains without the
-        banned agents and the stochastic agents an override takes, then one overridden stochastic brain per
+        stochastic agents an override takes, then one overridden stochastic brain per
         ``behaviour`` intervention with its share's agents (built once per shard)."""
         groups = self._groups.get(shard)
         if groups is None:
@@ -581,8 +580,7 @@ class ArmRuntime:
         out: list[tuple[Brain, Cohort]] = []
         taken: dict[int, list[int]] = {k: [] for k in self.override_brains}
         for name, brain in brains.items():
-            base = cohort(shard, name)
-            keep = base.indices[~np.isin(base.indices, self._banned)]
+            keep = cohort(shard, name).indices  # banned agents stay: their draws keep everyone else's
             if name == "stochastic" and self.override_brains:
                 mask = np.ones(len(keep), dtype=bool)
                 for pos, index in enumerate(keep.tolist()):
@@ -597,6 +595,12 @@ class ArmRuntime:
             members = np.array(indices, dtype=np.int64)
             out.append((self.override_brains[k], ScaledCohort(self.roster, members, iv.rate_scale or 1.0)))
         return out
+
+    def refused(self, ev: Event) -> bool:
+        """A banned agent's action, which the platform refuses (``ArmRuntime.brains`` keeps banned agents in
+        the cohorts, so every other agent draws the same random numbers as in the control: common random
+        numbers stay common; only the banned agents' own events are dropped)."""
+        return ev.actor in self.banned
 
     def _override_of(self, agent: str) -> int | None:
         """The first stochastic override whose share holds ``agent``."""

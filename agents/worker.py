@@ -274,7 +274,11 @@ class AgentWorker:
         decided: list[Event] = []
         for brain, mine in arm.brains(shard, self.brains, self.cohort):
             if len(mine):
-                decided.extend(ev for ev in await brain.decide(mine, view, ctx) if self._acceptable(ev, mine))
+                decided.extend(
+                    ev
+                    for ev in await brain.decide(mine, view, ctx)
+                    if self._acceptable(ev, mine) and not arm.refused(ev)
+                )
         return own + arm.moderate(decided, feed, shard, ctx, prior=own)
 
     async def _send(

@@ -27,6 +27,11 @@ arms are resampled independently. Generators are seeded from (``seed``, what is 
 so the same inputs give byte-identical results, and an arm's numbers do not depend on the other arms; a
 time series uses the same generators in every window, so its bands move with the data, not the draws.
 
+Paired designs (``paired=True``: the arms share their seeds, common random numbers): a difference is the
+mean of the per-seed differences and its CI the expanded bootstrap of that mean (seeds resampled jointly,
+df = n - 1), which removes the between-seed variance the arms share; Hedges' g stays the unpaired one
+(standardised by the pooled between-seed SD), so it reads the same in both designs.
+
 Hedges' g: (mean_t - mean_c) / s_pooled times the exact small-sample correction
 J(df) = Gamma(df/2) / (sqrt(df/2) Gamma((df-1)/2)), df = n_t + n_c - 2 (defined from n = 2 per arm:
 J(2) = 1/sqrt(pi)). When both arms are constant (pooled variance 0), g is 0 if the means are equal and
@@ -113,6 +118,7 @@ class MetricEffects(_ToDict):
     expanded: bool
     arms: tuple[ArmEstimate, ...]
     effects: tuple[Effect, ...]
+    paired: bool = False  # differences over seeds shared by the arms (common random numbers)
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,20 @@ def difference_ci(
     return _interval(dist, tail_probability(len(t) + len(c) - 2, confidence, expand))
 
 
+def paired_difference_ci(
+    differences: Sequence[float] | FloatArray,
+    *,
+    rng: np.random.Generator,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    expand: bool = True,
+) -> Interval | None:
+    """The bootstrap CI of the mean of per-seed differences (treated - control of the same seed): the
+    analysis of a paired design (common random numbers: arm x seed s shares seed s with the control's).
+    Seeds are resampled jointly: the CI of a mean of differences (``mean_ci``, df = n - 1)."""
+    return mean_ci(differences, rng=rng, resamples=resamples, confidence=confidence, expand=expand)
+
+
 def hedges_g(treated: Sequence[float] | FloatArray, control: Sequence[float] | FloatArray) -> float | None:
     """Hedges' g of treated against control (see the module docstring); None below 2 values in an arm."""
     t, c = _finite(treated), _finite(control)
@@ -247,6 +267,28 @@ def _estimate(arm: str, x: FloatArray, cfg: _Settings) -> ArmEstimate:
     return ArmEstimate(arm, len(x), mean, ci[0] if ci else None, ci[1] if ci else None)
 
 
+def _paired(runs: Mapping[int, float | None], control: Mapping[int, float | None]) -> FloatArray:
+    """Per-seed differences over the seeds both arms have a finite value for, in seed order."""
+    pairs = [(runs.get(s), control.get(s)) for s in sorted(set(runs) & set(control))]
+    return _finite([math.nan if t is None or c is None else float(t) - float(c) for t, c in pairs])
+
+
+def _paired_effect(
+    arm: str, x: FloatArray, control: str, c: FloatArray, d: FloatArray, cfg: _Settings
+) -> Effect:
+    ci = paired_difference_ci(
+        d,
+        rng=_rng(cfg.seed, _DIFFERENCE_STREAM, arm),
+        resamples=cfg.resamples,
+        confidence=cfg.confidence,
+        expand=cfg.expand,
+    )
+    diff = float(d.mean()) if len(d) else None
+    significant = ci is not None and (ci[0] > 0 or ci[1] < 0)
+    lo, hi = (ci[0], ci[1]) if ci else (None, None)
+    return Effect(arm, control, diff, lo, hi, hedges_g(x, c), significant)
+
+
 def _effect(arm: str, x: FloatArray, control: str, c: FloatArray, cfg: _Settings) -> Effect:
     ci = difference_ci(
         x,
@@ -271,10 +313,14 @@ def metric_effects(
     confidence: float = CONFIDENCE,
     seed: int = 0,
     expand: bool = True,
+    paired: bool = False,
 ) -> MetricEffects:
     """The result of one scalar metric: ``values[arm][seed]`` is the metric of that arm x seed society.
 
     Arms are reported control first, then in the mapping's order; ``seed`` seeds the bootstrap.
+    ``paired``: the arms share their seeds (common random numbers), so a difference is the mean of the
+    per-seed differences with a CI over seeds resampled jointly (``paired_difference_ci``); otherwise the
+    arms are independent replications, resampled independently (``difference_ci``).
     """
     if control not in values:
         raise KeyError(f"the control arm {control!r} has no values (arms: {', '.join(values)})")
@@ -291,7 +337,13 @@ def metric_effects(
         seed=seed,
         expanded=expand,
         arms=tuple(_estimate(arm, data[arm], cfg) for arm in order),
-        effects=tuple(_effect(arm, data[arm], control, data[control], cfg) for arm in order[1:]),
+        effects=tuple(
+            _paired_effect(arm, data[arm], control, data[control], _paired(values[arm], values[control]), cfg)
+            if paired
+            else _effect(arm, data[arm], control, data[control], cfg)
+            for arm in order[1:]
+        ),
+        paired=paired,
     )
 
 

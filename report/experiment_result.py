@@ -5,7 +5,9 @@ status ``done``), their post-fork streaming metrics and the report's diagnostics
 and computes, per metric, with ``report.effects``:
 
 - per arm: the mean across seeds with its 95% CI;
-- per treated arm: the difference from the control with its 95% CI, Hedges' g, and a family-wise interval:
+- per treated arm: the difference from the control with its 95% CI (paired by seed when the arms share
+  their seeds, ``common_seeds``: common random numbers; else the arms are independent replications),
+  Hedges' g, and a family-wise interval:
   Bonferroni over m = (metrics) x (treated arms) comparisons, i.e. the same bootstrap at confidence
   1 - 0.05/m. ``significant`` is "the family-wise interval excludes 0"; ``significant_unadjusted`` is "the
   95% interval excludes 0" (an A/A experiment shows about 5% of those by chance);
@@ -119,6 +121,15 @@ def _effects_entry(
     }
 
 
+def common_seeds(runs: Sequence[Run]) -> bool:
+    """Whether the arms share their seeds (common random numbers): every arm ran the same seeds, each with
+    the same simulation seed as the control's (the spec's ``common_seeds``), so differences pair by seed."""
+    by_arm: dict[str, dict[int, int]] = {}
+    for r in runs:
+        by_arm.setdefault(r.arm, {})[r.seed] = r.run_seed
+    return len({tuple(sorted(seeds.items())) for seeds in by_arm.values()}) == 1
+
+
 def _values(
     runs: Sequence[Run], arms: Sequence[str], of: Mapping[str, float | None]
 ) -> dict[str, dict[int, float | None]]:
@@ -158,7 +169,8 @@ def build_result(
     treated = len(arms) - 1
     m = max(1, (len(DIAGNOSTICS) + len(keys)) * treated)
     fw = 1.0 - (1.0 - CONFIDENCE) / m
-    opts: dict[str, Any] = {"seed": seed, "resamples": resamples}
+    paired = common_seeds(runs)
+    opts: dict[str, Any] = {"seed": seed, "resamples": resamples, "paired": paired}
     tables: list[dict[str, Any]] = []
     for key, definition in DIAGNOSTICS.items():
         values = _values(runs, arms, {s: d[key] for s, d in diags.items()})
@@ -203,6 +215,12 @@ def build_result(
             "resamples": resamples,
             "series_resamples": series_resamples,
             "method": "expanded percentile bootstrap over seeds (report.effects)",
+            "paired": paired,
+            "design": (
+                "common random numbers: every arm ran the same seeds, differences are per seed (paired)"
+                if paired
+                else "independent replications: each arm ran its own seeds, arms resampled independently"
+            ),
         },
         "metrics": tables,
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+import zlib
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -62,7 +63,10 @@ def stack(tmp_path: Path) -> Iterator[tuple[Settings, Any]]:
 
 
 def add_run(client: Any, experiment: str, arm: str, seed: int, society: str, *, control: bool,
-            status: str = "done", version: int = 2) -> None:  # fmt: skip
+            status: str = "done", version: int = 2, common: bool = False) -> None:  # fmt: skip
+    """``common``: the arm runs the simulation seed every arm runs for ``seed`` (common random numbers);
+    otherwise a seed of its own (independent replications)."""
+    run_seed = 1000 + seed if common else (1000 + seed + 100 * zlib.crc32(arm.encode())) % 2**32
     client.insert(
         "experiments",
         [
@@ -72,7 +76,7 @@ def add_run(client: Any, experiment: str, arm: str, seed: int, society: str, *, 
                 seed,
                 society,
                 int(control),
-                1000 + seed,
+                run_seed,
                 "base",
                 200,
                 FORK,
@@ -177,12 +181,13 @@ def add_events(client: Any, society: str, events: Sequence[tuple[str, str, str, 
     )
 
 
-def scalar_experiment(client: Any, name: str, arms: dict[str, list[float]], control: str = "control") -> None:
+def scalar_experiment(client: Any, name: str, arms: dict[str, list[float]], control: str = "control",
+                      common: bool = False) -> None:  # fmt: skip
     """Arms x seeds societies whose active_agents has the given mean (3 windows: v-1, v, v+1)."""
     for arm, means in arms.items():
         for seed, v in enumerate(means):
             society = f"{name}.{arm}.s{seed}"
-            add_run(client, name, arm, seed, society, control=arm == control)
+            add_run(client, name, arm, seed, society, control=arm == control, common=common)
             add_metric(client, society, "active_agents", "", [v - 1, v, v + 1])
 
 
@@ -421,3 +426,26 @@ def test_the_page_has_a_table_and_a_banded_chart_per_streaming_metric(stack: tup
     assert "Content-Security-Policy" in html
     assert "<script" not in html
     assert "A/A experiment" in html
+
+
+def test_common_seeds_pair_the_differences_by_seed(stack: tuple[Settings, Any]) -> None:
+    """Arms that ran the same seeds (common random numbers) are compared seed by seed: a shift of about 1
+    on values spread over 1..8 is clear paired (the per-seed differences hardly vary) and lost unpaired."""
+    settings, client = stack
+    control = [1.0, 5.0, 2.0, 8.0, 3.0]
+    shift = [1.0, 1.2, 0.9, 1.1, 1.0]
+    treated = [c + d for c, d in zip(control, shift, strict=True)]
+    scalar_experiment(client, "paired", {"control": control, "shifted": treated}, common=True)
+    scalar_experiment(client, "unpaired", {"control": control, "shifted": treated}, common=False)
+    client.close()
+    paired, unpaired = build(settings, "paired"), build(settings, "unpaired")
+    assert paired["bootstrap"]["paired"] is True
+    assert unpaired["bootstrap"]["paired"] is False
+    p = entry(paired, "active_agents")["effects"][0]
+    u = entry(unpaired, "active_agents")["effects"][0]
+    assert p["difference"] == pytest.approx(sum(shift) / 5)
+    assert u["difference"] == pytest.approx(sum(shift) / 5)
+    assert p["significant_unadjusted"]
+    assert min(shift) - 0.01 <= p["ci_low"] < p["ci_high"] <= max(shift) + 0.01  # within the differences
+    assert not u["significant_unadjusted"]
+    assert u["ci_low"] < 0 < u["ci_high"]
