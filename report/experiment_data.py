@@ -85,6 +85,13 @@ DIAGNOSTICS: dict[str, str] = {
         "Comments created after the fork divided by posts created after the fork (whatever post the "
         "comments answer). Undefined without post-fork posts."
     ),
+    "fork_top10_pagerank_share": (
+        f"PageRank share, on the interaction graph of the comments made after the fork (interaction_edges: "
+        f"commenter -> replied-to author, weighted by comments; damping 0.85), of the {TOP_AGENTS} agents "
+        "of highest PageRank on the base's interaction graph before the fork (ties by agent id: the agents "
+        "a ban_top_pagerank rule of k = 10 bans). How much of the influence the fork's elite keeps. "
+        "Undefined without post-fork comments between agents."
+    ),
     "removed_posts": "Distinct posts removed (content_removed with target_type post) after the fork.",
     "removed_comments": (
         "Distinct comments removed (content_removed with target_type comment) after the fork."
@@ -284,9 +291,42 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den > 0 else None
 
 
-def load_diagnostics(source: Source, society: str, fork_at_us: int) -> dict[str, float | None]:
+EDGES_SQL = """
+SELECT src, dst, count() AS n FROM interaction_edges
+WHERE society = {society:String} AND dst != '' AND src != dst
+  AND occurred_at {op} fromUnixTimestamp64Micro({fork_us:Int64}, 'UTC')
+GROUP BY src, dst ORDER BY src, dst
+"""
+
+
+def _edges(source: Source, society: str, fork_at_us: int, after: bool) -> list[tuple[str, str, float]]:
+    sql = EDGES_SQL.replace("{op}", ">=" if after else "<")  # an operator of ours, never data
+    rows = run(source, sql, society=society, fork_us=fork_at_us)
+    return [(str(r["src"]), str(r["dst"]), float(r["n"])) for r in rows]
+
+
+def fork_elite(source: Source, base_society: str, fork_at_us: int, k: int = TOP_AGENTS) -> frozenset[str]:
+    """The ``k`` agents of highest PageRank on the base's interaction graph before the fork."""
+    from molt_society.streams.pagerank import pagerank, top_k_set
+
+    return top_k_set(pagerank(_edges(source, base_society, fork_at_us, after=False)), k)
+
+
+def elite_share(source: Source, society: str, fork_at_us: int, elite: frozenset[str]) -> float | None:
+    """The PageRank share of ``elite`` on ``society``'s post-fork interaction graph (None without edges)."""
+    from molt_society.streams.pagerank import pagerank
+
+    pr = pagerank(_edges(source, society, fork_at_us, after=True))
+    total = sum(pr.values())
+    return sum(pr.get(a, 0.0) for a in sorted(elite)) / total if total > 0 else None
+
+
+def load_diagnostics(
+    source: Source, society: str, fork_at_us: int, elite: frozenset[str] = frozenset()
+) -> dict[str, float | None]:
     """The ``DIAGNOSTICS`` of ``society`` from its post-fork events (integer counts from SQL, the ratios
-    here, so the same events always give the same floats)."""
+    here, so the same events always give the same floats); ``elite``: the fork's top agents
+    (``fork_elite``)."""
     at = {"society": society, "fork_us": fork_at_us}
     threads = run(source, THREADS_SQL, comment="comment_created", **at)[0]
     actors = run(
@@ -306,6 +346,7 @@ def load_diagnostics(source: Source, society: str, fork_at_us: int) -> dict[str,
         "top1pct_posts_comment_share": _ratio(int(threads["top"] or 0), int(threads["comments"] or 0)),
         "top10_agents_action_share": _ratio(int(actors["top"] or 0), int(actors["actions"] or 0)),
         "comments_per_post": _ratio(int(counts["comments"]), int(counts["posts"])),
+        "fork_top10_pagerank_share": elite_share(source, society, fork_at_us, elite) if elite else None,
         "removed_posts": float(counts["removed_posts"]),
         "removed_comments": float(counts["removed_comments"]),
     }

@@ -41,6 +41,7 @@ from molt_society.report.experiment_data import (
     Run,
     SocietyMetrics,
     Source,
+    fork_elite,
     load_diagnostics,
     load_metrics,
     load_runs,
@@ -164,7 +165,9 @@ def build_result(
         raise NoResult(f"the experiment {experiment!r} has no finished society (status 'done')")
     control, arms = _arms(runs)
     metrics = {r.society: load_metrics(source, r.society, r.fork_at_us) for r in runs}
-    diags = {r.society: load_diagnostics(source, r.society, r.fork_at_us) for r in runs}
+    first = min(runs, key=lambda r: (r.arm, r.seed))  # every run shares the base and the fork point
+    elite = fork_elite(source, first.base_society, first.fork_at_us)
+    diags = {r.society: load_diagnostics(source, r.society, r.fork_at_us, elite) for r in runs}
     keys = _streaming_keys(metrics)
     treated = len(arms) - 1
     m = max(1, (len(DIAGNOSTICS) + len(keys)) * treated)

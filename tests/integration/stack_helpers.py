@@ -22,7 +22,7 @@ from molt_society.society.stack import LocalStack
 from molt_society.warehouse.sink_http import query_http
 
 
-def make_settings(broker: str, tmp: Path, **over: Any) -> Settings:
+def make_settings(broker: str | None, tmp: Path, **over: Any) -> Settings:
     base: dict[str, Any] = {
         "kafka_bootstrap": broker,
         "clickhouse_url": f"chdb://{tmp / 'clickhouse'}",

@@ -11,7 +11,9 @@ One base, a society of 2,000 agents, forked at tick 30 by two experiments of 5 s
   - ``random-feed``: every agent's feed ranked at random: the share of comments going to the top 1% of
     posts falls, significantly (hot ranking is what concentrates the comments on a few posts);
   - ``ban-top10``: the 10 agents of highest PageRank at the fork banned: they act no more, and the
-    PageRank share of the top 10 (the studies' concentration of influence) falls, significantly.
+    PageRank share those 10 keep on the post-fork interaction graph falls, significantly. (The share of
+    whoever is top 10 in each window, ``pagerank_top_share{top10}``, is reported, not asserted: the hot
+    feed makes a new elite; see the closing note of issue 17.)
   Each is one pre-specified hypothesis, so its own 95% CI is the test; the family-wise interval (which
   corrects for scanning all 28 metrics) is reported beside it.
 
@@ -22,7 +24,6 @@ runner's own check). Expected values are recomputed here from the stored events,
 from __future__ import annotations
 
 import json
-from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -179,41 +180,54 @@ def test_random_feed_spreads_the_comments(experiments: Run) -> None:
     assert control["mean"] == pytest.approx(sum(shares) / len(shares), rel=1e-9)
 
 
+def _pagerank(settings: Any, society: str, fork_us: int, after: bool) -> dict[str, float]:
+    """networkx's PageRank of a society's interaction graph before or after the fork (an independent
+    computation of what the result reports)."""
+    import networkx as nx
+
+    rows = _rows(
+        settings,
+        "SELECT src, dst, count() FROM interaction_edges WHERE society = {s:String} AND dst != '' "
+        f"AND src != dst AND toUnixTimestamp64Micro(occurred_at) {'>=' if after else '<'} {{t:Int64}} "
+        "GROUP BY src, dst",
+        s=society,
+        t=fork_us,
+    )
+    graph = nx.DiGraph()
+    graph.add_weighted_edges_from((str(a), str(b), float(n)) for a, b, n in rows)
+    scores: dict[str, float] = nx.pagerank(graph, alpha=0.85, weight="weight", tol=1e-12)
+    return scores
+
+
 @pytest.mark.timeout(900)
 def test_banning_the_top10_by_pagerank(experiments: Run) -> None:
-    settings, _, _, doc = experiments
+    settings, base, _, doc = experiments
     fork_us = to_us(datetime.fromisoformat(settings.sim_start)) + FORK_AT * 300 * 1_000_000
+    ranked = sorted(_pagerank(settings, base, fork_us, after=False).items(), key=lambda kv: (-kv[1], kv[0]))
+    elite = [a for a, _ in ranked[:10]]
     for s in (s for s in doc["societies"] if s["arm"] == "ban-top10"):
         banned = _rows(
             settings,
             "SELECT groupArray(target_id) FROM events WHERE society = {s:String} AND type = 'agent_banned'",
             s=s["society"],
         )[0][0]
-        assert len(set(banned)) == 10
+        assert sorted(banned) == sorted(elite), s["society"]
         acts = _rows(
             settings,
             "SELECT actor, count() FROM events WHERE society = {s:String} AND actor IN {a:Array(String)} "
             "AND type IN ('post_created', 'comment_created', 'vote_cast') "
             "AND toUnixTimestamp64Micro(occurred_at) >= {t:Int64} GROUP BY actor",
             s=s["society"],
-            a=list(banned),
+            a=elite,
             t=fork_us,
         )
         assert acts == [], s["society"]
-    # in the control the same 10 agents act after the fork: the ban took something away
-    control_acts = Counter[str]()
+    metric = _metric(doc, "fork_top10_pagerank_share")
+    # the control's values, recomputed here with networkx
     for s in (s for s in doc["societies"] if s["arm"] == "control"):
-        rows = _rows(
-            settings,
-            "SELECT count() FROM events WHERE society = {s:String} AND actor IN {a:Array(String)} "
-            "AND type IN ('post_created', 'comment_created', 'vote_cast') "
-            "AND toUnixTimestamp64Micro(occurred_at) >= {t:Int64}",
-            s=s["society"],
-            a=list(banned),
-            t=fork_us,
-        )
-        control_acts[s["society"]] = int(rows[0][0])
-    assert sum(control_acts.values()) > 0
-    e = _effect(_metric(doc, "pagerank_top_share{top10}"), "ban-top10")
+        pr = _pagerank(settings, s["society"], fork_us, after=True)
+        expected = sum(pr.get(a, 0.0) for a in elite)
+        assert metric["values"]["control"][str(s["seed"])] == pytest.approx(expected, rel=1e-6)
+    e = _effect(metric, "ban-top10")
     assert e["significant_unadjusted"], e
     assert e["difference"] < 0, e

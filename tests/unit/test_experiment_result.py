@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from molt_society.report.experiment_data import bind
+from molt_society.report.experiment_data import DIAGNOSTICS, bind
 from molt_society.report.experiment_render import render_result_html
 from molt_society.report.experiment_result import (
     RESULT_HTML,
@@ -420,7 +420,7 @@ def test_the_page_has_a_table_and_a_banded_chart_per_streaming_metric(stack: tup
     scalar_experiment(client, "page", {"control": [1.0, 2.0, 3.0], "t": [4.0, 5.0, 7.0]})
     client.close()
     html = render_result_html(build(settings, "page"))
-    assert html.count('<table class="data effects">') == 6  # 5 diagnostics + active_agents
+    assert html.count('<table class="data effects">') == len(DIAGNOSTICS) + 1  # and active_agents
     assert html.count("<svg") == 1
     assert html.count('class="mark band"') == 2  # one band per arm
     assert "Content-Security-Policy" in html
