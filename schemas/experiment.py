@@ -188,11 +188,14 @@ class Terms(_Spec):
 
 
 class BanTopPagerank(_Spec):
-    """Ban the ``k`` agents of highest PageRank at the fork."""
+    """Ban the ``k`` agents of highest PageRank at the fork; ``remove_content``: also remove their posts and
+    comments of the history from the feeds (a suspension that hides what they wrote, not only what they
+    would write)."""
 
     kind: Literal["moderation"]
     rule: Literal["ban_top_pagerank"]
     k: Annotated[int, AfterValidator(_at_least(1))]
+    remove_content: bool = False
 
 
 class Inject(_Spec):

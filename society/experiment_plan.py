@@ -137,6 +137,23 @@ def removals(history: BaseHistory, moderator: Checker) -> list[Removal]:
     return out
 
 
+def content_of(history: BaseHistory, agents: Iterable[str]) -> list[Removal]:
+    """Every post and comment of ``agents`` in the history, in the order they occurred (a ban with
+    ``remove_content``)."""
+    banned = frozenset(agents)
+    return [
+        Removal(
+            target_type="post" if it.kind == "post" else "comment",
+            target_id=it.item_id,
+            post_id=it.post_id,
+            rule="ban_top_pagerank",
+            reason=f"content of the banned agent {it.actor}",
+        )
+        for it in history.items
+        if it.actor in banned
+    ]
+
+
 def expand_probes(interventions: Sequence[Intervention]) -> list[Intervention]:
     """Injections of ``probes`` tasks replaced by one injection per task, with its title and content."""
     out: list[Intervention] = []
@@ -162,12 +179,17 @@ def build_plan(
 ) -> ArmPlan:
     """The plan of ``arm`` x ``seed`` (see module docstring)."""
     planned_bans: dict[str, Ban] = {}
+    hidden: list[str] = []  # banned agents whose history content goes too
     for iv in arm.interventions:
         if isinstance(iv, BanTopPagerank):
             for ban in bans(history, iv, fork_tick):
                 planned_bans.setdefault(ban.agent_id, ban)
+                if iv.remove_content:
+                    hidden.append(ban.agent_id)
     content = [iv for iv in arm.interventions if isinstance(iv, CONTENT_RULES)]
     planned_removals = removals(history, moderator_for(content)) if content else []
+    removed = {r.target_id for r in planned_removals}
+    planned_removals += [r for r in content_of(history, hidden) if r.target_id not in removed]
     return ArmPlan(
         experiment=experiment,
         arm=arm.name,

@@ -104,6 +104,23 @@ def test_pagerank_ties_are_broken_by_agent_id() -> None:
     assert [b.agent_id for b in got] == ["w", "x", "y"]
 
 
+def test_a_ban_with_remove_content_removes_the_banned_agents_history() -> None:
+    rule = {"kind": "moderation", "rule": "ban_top_pagerank", "k": 2, "remove_content": True}
+    plain = {**rule, "remove_content": False}
+    banned = [b.agent_id for b in bans(HISTORY, BanTopPagerank.model_validate(rule), 1)]
+    hiding = build_plan(experiment="e", arm=Arm.model_validate({"name": "x", "interventions": [rule]}),
+                        seed=0, fork_tick=5, fork_at_us=10, history=HISTORY)  # fmt: skip
+    keeping = build_plan(experiment="e", arm=Arm.model_validate({"name": "x", "interventions": [plain]}),
+                         seed=0, fork_tick=5, fork_at_us=10, history=HISTORY)  # fmt: skip
+    assert [b.agent_id for b in hiding.bans] == banned == [b.agent_id for b in keeping.bans]
+    assert keeping.removals == []
+    expected = [(("post" if it.kind == "post" else "comment"), it.item_id) for it in HISTORY.items
+                if it.actor in banned]  # fmt: skip
+    assert [(r.target_type, r.target_id) for r in hiding.removals] == expected
+    assert expected  # the banned agents wrote something
+    assert all(r.rule == "ban_top_pagerank" for r in hiding.removals)
+
+
 def test_plan_removes_flagged_history_and_expands_probes() -> None:
     items = [
         _post("p1", "a"),
