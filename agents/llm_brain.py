@@ -32,6 +32,7 @@ from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from molt_society.agents.brain import FeedView, TickContext, awake, moment
 from molt_society.agents.genesis import genesis
@@ -223,6 +224,26 @@ async def open_llm_brain(s: Settings) -> AsyncIterator[LLMBrain]:
         )
 
 
+def call_body(
+    call: ModelCall,
+    decision: Literal["post", "comment", "reply", "vote", "nothing", "failed"],
+    reason: str | None = None,
+    action_event_id: str | None = None,
+) -> ModelCalledBody:
+    """The ``model_called`` body of one call: what the call cost and what it was made into."""
+    return ModelCalledBody(
+        model=call.model[:200],
+        outcome=call.outcome,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        latency_ms=round(call.latency_ms, 3),
+        attempts=call.attempts,
+        decision=decision,
+        reason=reason[:2000] if reason is not None else None,
+        action_event_id=action_event_id,
+    )
+
+
 def _call_event(
     call: ModelCall,
     decision: Decision | Failed,
@@ -237,16 +258,11 @@ def _call_event(
         society=society,
         actor=actor,
         occurred_at=at,
-        body=ModelCalledBody(
-            model=call.model[:200],
-            outcome=call.outcome,
-            prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens,
-            latency_ms=round(call.latency_ms, 3),
-            attempts=call.attempts,
-            decision=decision.action if isinstance(decision, Decision) else "failed",
-            reason=decision.reason[:2000] if isinstance(decision, Failed) else None,
-            action_event_id=str(action.event_id) if action is not None else None,
+        body=call_body(
+            call,
+            decision.action if isinstance(decision, Decision) else "failed",
+            decision.reason if isinstance(decision, Failed) else None,
+            str(action.event_id) if action is not None else None,
         ),
     )
 

@@ -42,13 +42,14 @@ from molt_society.agents.interview_prompt import (
     history_before,
     interview_prompt,
 )
+from molt_society.agents.llm_brain import call_body
 from molt_society.agents.llm_client import ChatClient, ModelCall
 from molt_society.agents.roster import agent_index, build_roster
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import model_server_url
 from molt_society.schemas.control import from_us, to_us
-from molt_society.schemas.events import ModelCalled, ModelCalledBody, format_time
+from molt_society.schemas.events import ModelCalled, format_time
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.society_name import BadSocietyName, check_society_name
 from molt_society.schemas.wire import encode_event
@@ -357,15 +358,10 @@ def call_event(society: str, agent_id: str, call: ModelCall) -> ModelCalled:
         society=society,
         actor=agent_id,
         occurred_at=now,
-        body=ModelCalledBody(
-            model=call.model[:200],
-            outcome=call.outcome,
-            prompt_tokens=call.prompt_tokens,
-            completion_tokens=call.completion_tokens,
-            latency_ms=round(call.latency_ms, 3),
-            attempts=call.attempts,
-            decision="nothing" if call.outcome == "ok" else "failed",
-            reason=None if call.outcome == "ok" else f"model call {call.outcome}: {call.error or ''}"[:2000],
+        body=call_body(
+            call,
+            "nothing" if call.outcome == "ok" else "failed",
+            None if call.outcome == "ok" else f"model call {call.outcome}: {call.error or ''}",
         ),
     )
 
