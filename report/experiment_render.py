@@ -94,7 +94,8 @@ def _correction(doc: Mapping[str, Any]) -> str:
         f"(Bonferroni: the same bootstrap at confidence 1 - 0.05/m = {esc(fw_text)}). "
         "<strong>significant</strong> means the family-wise interval excludes 0; the column "
         "<em>unadjusted</em> says whether the 95% CI does.\n"
-        f"{esc(c.get('note', ''))}</p></section>"
+        f"{esc(c.get('note', ''))}</p>"
+        f'<p class="desc">Design: {esc(doc.get("bootstrap", {}).get("design", "—"))}.</p></section>'
     )
 
 
