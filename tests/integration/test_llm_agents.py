@@ -111,7 +111,11 @@ def test_llm_society_survives_a_dead_model_server(broker: str, tmp_path: Path, s
     seen = {t: dict(c) for t, c in sorted(by_tick.items())}
     assert all(by_tick[t]["ok"] == 6 for t in range(1, KILL_AT - 1)), seen
     assert any(by_tick[t]["unavailable"] for t in range(KILL_AT, RESTART_AT)), seen
-    assert all(by_tick[t]["ok"] == 6 for t in range(RESTART_AT + 1, TICKS)), seen
+    # after the restart it answers again, from the first tick whose calls come after the client's cooldown
+    # (up to 8 s in wall time, which a loaded machine may or may not have spent by tick RESTART_AT + 1) on
+    back = min((t for t in range(RESTART_AT, TICKS) if by_tick[t]["ok"] == 6), default=TICKS)
+    assert back <= RESTART_AT + 2, seen
+    assert all(by_tick[t]["ok"] == 6 for t in range(back, TICKS)), seen
     # the pipeline kept flowing while the server was down: the stochastic agents' actions were stored
     assert all(per_tick_all[t] > 0 for t in range(KILL_AT, RESTART_AT))
     assert events_at_tick[RESTART_AT] > events_at_tick[KILL_AT]
