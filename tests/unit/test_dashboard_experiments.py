@@ -20,17 +20,6 @@ from molt_society.runtime.settings import Settings
 from molt_society.warehouse.client import connect
 from molt_society.warehouse.schema import ensure_schema
 
-EXPERIMENTS_DDL = """
-CREATE TABLE IF NOT EXISTS experiments
-(
-    experiment String, arm String, seed UInt32, society String, control UInt8, run_seed UInt64,
-    base_society String, fork_tick UInt64, fork_at DateTime64(6, 'UTC'), ticks UInt32,
-    status LowCardinality(String), history_events UInt64, history_verified UInt8, spec_sha256 String,
-    started_at DateTime64(6, 'UTC'), finished_at DateTime64(6, 'UTC'), wall_seconds Float64, version UInt64
-)
-ENGINE = ReplacingMergeTree(version)
-ORDER BY (experiment, arm, seed)
-"""
 FORK = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 EVIL = "<script>alert(1)</script>"
 COLUMNS = ["experiment", "arm", "seed", "society", "control", "run_seed", "base_society", "fork_tick",
@@ -42,7 +31,6 @@ def _store(settings: Settings) -> None:
     client = connect(settings.clickhouse_url)
     try:
         ensure_schema(client)
-        client.command(EXPERIMENTS_DDL)
         rows: list[list[Any]] = []
         metrics: list[list[Any]] = []
         for experiment in ("live", EVIL):

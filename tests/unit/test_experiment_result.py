@@ -34,17 +34,6 @@ from molt_society.warehouse import open_reader
 from molt_society.warehouse.client import connect
 from molt_society.warehouse.schema import ensure_schema
 
-EXPERIMENTS_DDL = """
-CREATE TABLE IF NOT EXISTS experiments
-(
-    experiment String, arm String, seed UInt32, society String, control UInt8, run_seed UInt64,
-    base_society String, fork_tick UInt64, fork_at DateTime64(6, 'UTC'), ticks UInt32,
-    status LowCardinality(String), history_events UInt64, history_verified UInt8, spec_sha256 String,
-    started_at DateTime64(6, 'UTC'), finished_at DateTime64(6, 'UTC'), wall_seconds Float64, version UInt64
-)
-ENGINE = ReplacingMergeTree(version)
-ORDER BY (experiment, arm, seed)
-"""
 FORK = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 RESAMPLES = 2_000  # enough for the known answers here, and quick
@@ -55,7 +44,6 @@ def stack(tmp_path: Path) -> Iterator[tuple[Settings, Any]]:
     settings = Settings(clickhouse_url=f"chdb://{tmp_path / 'ch'}", state_dir=tmp_path / "state")
     client = connect(settings.clickhouse_url)
     ensure_schema(client)
-    client.command(EXPERIMENTS_DDL)
     try:
         yield settings, client
     finally:
