@@ -44,6 +44,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from molt_society.report.experiment_result import write_result
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.arm_plan import ArmPlan, write_plan
@@ -283,15 +284,8 @@ async def _drop_topics(bootstrap: str, society: str) -> None:
         await admin.close()
 
 
-def _write_result(settings: Settings, name: str, console: Console) -> tuple[Path | None, Path | None]:
+def _write_result(settings: Settings, name: str, console: Console) -> tuple[Path, Path]:
     """``report.experiment_result.write_result`` into ``<state>/experiments/<name>/``; its two paths."""
-    try:
-        from molt_society.report.experiment_result import (  # type: ignore[import-not-found,unused-ignore]
-            write_result,
-        )
-    except ImportError as exc:
-        console.print(f"[yellow]no result written: report.experiment_result is missing ({exc})[/yellow]")
-        return None, None
     html, js = write_result(settings, name, settings.state_dir / "experiments" / name)
     console.print(f"result: {html.resolve()}\nnumbers: {js.resolve()}", highlight=False)
     return html, js
