@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 
 from molt_society.agents.worker import AgentWorker
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import get_settings
+from molt_society.runtime.stack_dump import enable_task_dumps
 from molt_society.runtime.worker_args import worker_args
 
 
@@ -21,6 +23,7 @@ async def _serve(society: str, bootstrap: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    enable_task_dumps(loop, lambda text: print(text, file=sys.stderr, flush=True))  # kill -USR2 <pid>
     await AgentWorker(settings, bootstrap, society).run(stop)
 
 

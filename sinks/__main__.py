@@ -17,6 +17,7 @@ from typing import Any
 
 from molt_society.runtime.logs import configure_logging, get_logger, tune_gc
 from molt_society.runtime.settings import Settings, get_settings
+from molt_society.runtime.stack_dump import enable_task_dumps, enable_thread_dumps
 from molt_society.sinks.consumer import ClickHouseSink
 
 
@@ -39,6 +40,7 @@ async def _run(settings: Settings, bootstrap: str, society: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    enable_task_dumps(loop, lambda text: print(text, file=sys.stderr, flush=True))  # kill -USR2 <pid>
     await ClickHouseSink(settings, bootstrap, society).run(stop)
 
 
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     args = _parse(argv, settings)
     configure_logging(settings.log_level, settings.log_json)
+    enable_thread_dumps()  # kill -USR1 <pid>: every thread's stack in the sink's log
     tune_gc()
     log = get_logger("sinks")
     log.info("sink.settings", **{**settings.model_dump(mode="json"), "society": args.society})

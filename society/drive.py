@@ -13,6 +13,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable
+from http.client import HTTPException
 from typing import Any
 
 from molt_society.agents.clock import Clock
@@ -30,8 +31,8 @@ def query_or_none(url: str, sql: str) -> Result | None:
     """``sql`` on the sink at ``url``; None when it fails or does not answer."""
     try:
         return query_http(url, sql, timeout=10)
-    except (QueryError, OSError):
-        return None
+    except (QueryError, OSError, HTTPException, ValueError, KeyError, TypeError):
+        return None  # a sink that is restarting can close the connection mid-answer
 
 
 def sink_health(url: str) -> dict[str, Any]:
@@ -39,8 +40,8 @@ def sink_health(url: str) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
             doc: dict[str, Any] = json.loads(resp.read())
-            return doc
-    except (OSError, ValueError):
+            return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError, HTTPException):
         return {}
 
 
@@ -88,12 +89,14 @@ async def wait_drained(society: str, last_window_us: int, stack: LocalStack, tim
     while time.monotonic() < deadline:
         # re-read: a restarted sink has a new port (while it restarts, this waits for it)
         url = await stack.wait_sink_url(timeout=max(0.1, deadline - time.monotonic()))
-        r = query_or_none(
+        # in a thread: a sink slow to answer must not hold the driver's loop (the display, the supervisor)
+        r = await asyncio.to_thread(
+            query_or_none,
             url,
             f"SELECT count() FROM metrics WHERE society = '{s}' AND metric = 'events_total' "
             f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
         )
-        health = sink_health(url)
+        health = await asyncio.to_thread(sink_health, url)
         if r and r.rows and int(r.rows[0][0]) > 0 and health.get("caught_up") is True:
             return
         await asyncio.sleep(0.3)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
+import signal
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.live import Live
@@ -28,6 +31,12 @@ from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.stack_dump import (
+    LoopWatch,
+    disable_task_dumps,
+    enable_task_dumps,
+    enable_thread_dumps,
+)
 from molt_society.schemas.control import from_us
 from molt_society.society.drive import last_window_start, sink_health, wait_drained
 from molt_society.society.fork import ForkPoint, copy_history, fork_point, fork_settings, save_config
@@ -38,6 +47,8 @@ from molt_society.society.stack import BrokerLost, BrokerLostHook, LocalStack, S
 from molt_society.society.trim import Trimmer, trim_enabled
 
 log = get_logger(__name__)
+
+LOOP_BLOCKED_S = 15.0  # the driver's loop runs every second: held up this long, it is said (with stacks)
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,7 @@ class _Driver:
         self.notices: list[tuple[str, str]] = []  # (level, text) of what is wrong right now
         self.drained = False
         self.first_tick: float | None = None
+        self.loop_blocked: str | None = None  # said while the driver's own event loop was held up
 
     @property
     def signal_name(self) -> str | None:
@@ -112,17 +124,20 @@ class _Driver:
     async def refresh(self, live: Live) -> None:
         """The figures, every second on a terminal; on a log, one line every few seconds."""
         while True:
-            url = self.stack.current_sink_url()
-            if url is not None:
-                new = await asyncio.to_thread(collect, url, self.society)
-                now = time.monotonic()
-                new.rate = (new.events - self.last[1]) / max(1e-6, now - self.last[0])
-                self.last = (now, new.events)
-                self.fig = new
-            if self.console.is_terminal:
-                live.update(render(self.fig, self.progress, self.society, self.notices))
-            else:  # a log, not a screen: one line every few seconds
-                self.console.print(line(self.fig, self.progress.tasks[0], self.notices), highlight=False)
+            try:
+                url = self.stack.current_sink_url()
+                if url is not None:
+                    new = await asyncio.to_thread(collect, url, self.society)
+                    now = time.monotonic()
+                    new.rate = (new.events - self.last[1]) / max(1e-6, now - self.last[0])
+                    self.last = (now, new.events)
+                    self.fig = new
+                if self.console.is_terminal:
+                    live.update(render(self.fig, self.progress, self.society, self.notices))
+                else:  # a log, not a screen: one line every few seconds
+                    self.console.print(line(self.fig, self.progress.tasks[0], self.notices), highlight=False)
+            except Exception as exc:  # the display goes on whatever one refresh met
+                log.warning("run.refresh_failed", error=repr(exc))
             await asyncio.sleep(1.0 if self.console.is_terminal else 5.0)
 
     async def watch(self) -> None:
@@ -130,10 +145,15 @@ class _Driver:
         barrier_said: int | None = None
         sink_failing = False
         while True:
-            current = [("warning", text) for text in self.supervisor.conditions.values()]
-            barrier_said = self._watch_barrier(current, barrier_said)
-            sink_failing = await self._watch_sink(current, sink_failing)
-            self.notices[:] = current
+            try:
+                current = [("warning", text) for text in self.supervisor.conditions.values()]
+                if self.loop_blocked is not None:
+                    current.append(("warning", self.loop_blocked))
+                barrier_said = self._watch_barrier(current, barrier_said)
+                sink_failing = await self._watch_sink(current, sink_failing)
+                self.notices[:] = current
+            except Exception as exc:  # what is wrong is said again at the next look
+                log.warning("run.watch_failed", error=repr(exc))
             await asyncio.sleep(1.0)
 
     def _watch_barrier(self, current: list[tuple[str, str]], said: int | None) -> int | None:
@@ -214,6 +234,10 @@ class _Driver:
 
     async def run(self) -> dict[str, Any]:
         """Drive until the flow ends, the supervisor gives up or a second signal skips the drain."""
+        async with self._stack_dumps():
+            return await self._drive()
+
+    async def _drive(self) -> dict[str, Any]:
         if self.signals is not None:
             self.signals.attach(asyncio.get_running_loop(), self.stop, self.abort)
         final_tick = self.start_tick
@@ -252,6 +276,42 @@ class _Driver:
             "drained": self.drained,
             "restarts": dict(self.stack.restarts),
         }
+
+    @contextlib.asynccontextmanager
+    async def _stack_dumps(self) -> AsyncIterator[None]:
+        """While the driver runs: ``kill -USR1`` writes its threads' stacks and ``kill -USR2`` its asyncio
+        tasks' stacks to ``<run>/driver.log``; a loop held up for ``LOOP_BLOCKED_S`` is said, with stacks."""
+        loop = asyncio.get_running_loop()
+        path = self.stack.run_dir / "driver.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", buffering=1) as dump:
+            threads = enable_thread_dumps(dump)
+            enable_task_dumps(loop, lambda text: self._dump(dump, text))
+
+            def blocked(seconds: float, stacks: str) -> None:  # from the watch's thread
+                self.loop_blocked = f"the driver's event loop has been held up for {seconds:.0f} s"
+                self.journal("driver.loop_blocked", level="warning", seconds=round(seconds, 1))
+                self._dump(dump, f"--- the event loop has not run for {seconds:.1f} s ---\n{stacks}")
+
+            def running(seconds: float) -> None:
+                self.loop_blocked = None
+                self.journal("driver.loop_running_again", after_s=round(seconds, 1))
+
+            watch = LoopWatch(LOOP_BLOCKED_S, blocked, running)
+            watch.start()
+            try:
+                yield
+            finally:
+                await watch.stop()
+                disable_task_dumps(loop)
+                if threads:
+                    faulthandler.unregister(signal.SIGUSR1)
+
+    @staticmethod
+    def _dump(dump: TextIO, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            dump.write(f"{datetime.now():%Y-%m-%d %H:%M:%S} {text}\n")
+            dump.flush()
 
     async def _wind_down(self, live: Live, tasks: list[asyncio.Task[Any]]) -> None:
         """Cancel the drive's tasks, show the final figures, stop the feeds."""

@@ -12,6 +12,7 @@ Each test records what the supervision journal (``<run>/run.log``) says about th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -107,9 +108,38 @@ class Run:
         try:
             return self.proc.wait(timeout=RUN_BOUND_S)
         except subprocess.TimeoutExpired:
+            where = self.where_stuck()
             self.proc.kill()
             self.proc.wait()
-            pytest.fail(f"society run did not finish within {RUN_BOUND_S:.0f} s:\n{self.output[-5000:]}")
+            pytest.fail(
+                f"society run did not finish within {RUN_BOUND_S:.0f} s:\n{self.output[-5000:]}\n{where}"
+            )
+
+    def where_stuck(self) -> str:
+        """What a hung run was doing: every process's stacks (SIGUSR1: threads, SIGUSR2: asyncio tasks;
+        ``runtime.stack_dump``), the supervision journal and the tails of the logs."""
+        try:
+            pids = [pid for name, (pid, _) in self.all_pids().items() if name != "broker"]
+        except (KeyError, TypeError, ValueError):  # no stack.json (yet, or any more)
+            pids = [self.proc.pid]
+        for pid in pids:
+            for sig in (signal.SIGUSR1, signal.SIGUSR2):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+        time.sleep(2.0)
+        run_dir = self.state_dir / self.society
+        parts = [f"--- run.log ---\n{_tail(run_dir / 'run.log', 4000)}"]
+        for log in sorted(run_dir.glob("*.log")):
+            if log.name != "run.log":
+                parts.append(f"--- {log.name} ---\n{_tail(log, 6000)}")
+        return "\n".join(parts)
+
+
+def _tail(path: Path, size: int) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError as exc:
+        return f"({exc})"
 
 
 def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str) -> Run:
