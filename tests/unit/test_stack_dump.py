@@ -48,7 +48,8 @@ def test_loop_watch_says_a_blocked_loop_once_with_the_blocking_frame_then_that_i
     seconds, stacks = blocked[0]
     assert 0.4 <= seconds < 1.5
     assert "_held_up_by_a_blocking_call" in stacks  # the main thread's stack, taken while it was blocked
-    assert len(running) == 1 and running[0] >= 1.0
+    assert len(running) == 1
+    assert running[0] >= 1.0
 
 
 def test_sigusr2_writes_where_each_task_waits() -> None:
@@ -76,7 +77,8 @@ def test_sigusr2_writes_where_each_task_waits() -> None:
 
     asyncio.run(main())
     assert len(written) == 1
-    assert "the-waiter" in written[0] and "waits_on_an_event" in written[0]
+    assert "the-waiter" in written[0]
+    assert "waits_on_an_event" in written[0]
 
 
 def test_task_stacks_names_every_pending_task() -> None:
@@ -134,7 +136,8 @@ def broken_sink() -> Iterator[str]:
                 continue
             with conn:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{")
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n"
+                conn.sendall(head + b"{")
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
