@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 
 from molt_society.agents.worker import AgentWorker
 from molt_society.runtime.logs import get_logger
@@ -23,7 +22,7 @@ async def _serve(society: str, bootstrap: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    enable_task_dumps(loop, lambda text: print(text, file=sys.stderr, flush=True))  # kill -USR2 <pid>
+    enable_task_dumps(loop)  # kill -USR2 <pid>: every asyncio task's stack in the log
     await AgentWorker(settings, bootstrap, society).run(stop)
 
 

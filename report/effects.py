@@ -273,32 +273,23 @@ def _paired(runs: Mapping[int, float | None], control: Mapping[int, float | None
     return _finite([math.nan if t is None or c is None else float(t) - float(c) for t, c in pairs])
 
 
-def _paired_effect(
-    arm: str, x: FloatArray, control: str, c: FloatArray, d: FloatArray, cfg: _Settings
+def _effect(
+    arm: str, x: FloatArray, control: str, c: FloatArray, cfg: _Settings, paired: FloatArray | None = None
 ) -> Effect:
-    ci = paired_difference_ci(
-        d,
-        rng=_rng(cfg.seed, _DIFFERENCE_STREAM, arm),
-        resamples=cfg.resamples,
-        confidence=cfg.confidence,
-        expand=cfg.expand,
-    )
-    diff = float(d.mean()) if len(d) else None
-    significant = ci is not None and (ci[0] > 0 or ci[1] < 0)
-    lo, hi = (ci[0], ci[1]) if ci else (None, None)
-    return Effect(arm, control, diff, lo, hi, hedges_g(x, c), significant)
-
-
-def _effect(arm: str, x: FloatArray, control: str, c: FloatArray, cfg: _Settings) -> Effect:
-    ci = difference_ci(
-        x,
-        c,
-        rng=_rng(cfg.seed, _DIFFERENCE_STREAM, arm),
-        resamples=cfg.resamples,
-        confidence=cfg.confidence,
-        expand=cfg.expand,
-    )
-    diff = float(x.mean() - c.mean()) if len(x) and len(c) else None
+    """``arm`` against the control; ``paired``: the per-seed differences of a paired design (``_paired``),
+    whose mean and ``paired_difference_ci`` replace the independent arms' ``difference_ci``."""
+    boot: dict[str, Any] = {
+        "rng": _rng(cfg.seed, _DIFFERENCE_STREAM, arm),
+        "resamples": cfg.resamples,
+        "confidence": cfg.confidence,
+        "expand": cfg.expand,
+    }
+    if paired is None:
+        ci = difference_ci(x, c, **boot)
+        diff = float(x.mean() - c.mean()) if len(x) and len(c) else None
+    else:
+        ci = paired_difference_ci(paired, **boot)
+        diff = float(paired.mean()) if len(paired) else None
     significant = ci is not None and (ci[0] > 0 or ci[1] < 0)
     lo, hi = (ci[0], ci[1]) if ci else (None, None)
     return Effect(arm, control, diff, lo, hi, hedges_g(x, c), significant)
@@ -338,9 +329,14 @@ def metric_effects(
         expanded=expand,
         arms=tuple(_estimate(arm, data[arm], cfg) for arm in order),
         effects=tuple(
-            _paired_effect(arm, data[arm], control, data[control], _paired(values[arm], values[control]), cfg)
-            if paired
-            else _effect(arm, data[arm], control, data[control], cfg)
+            _effect(
+                arm,
+                data[arm],
+                control,
+                data[control],
+                cfg,
+                _paired(values[arm], values[control]) if paired else None,
+            )
             for arm in order[1:]
         ),
         paired=paired,

@@ -20,6 +20,7 @@ import contextlib
 import faulthandler
 import io
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -56,9 +57,14 @@ def task_stacks(loop: asyncio.AbstractEventLoop) -> str:
     return out.getvalue()
 
 
-def enable_task_dumps(loop: asyncio.AbstractEventLoop, write: Callable[[str], None]) -> bool:
-    """``SIGUSR2`` gives ``task_stacks(loop)`` to ``write`` (from the loop, so it needs the loop to run);
-    False where the loop cannot take signal handlers (not the main thread, or not Unix)."""
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def enable_task_dumps(loop: asyncio.AbstractEventLoop, write: Callable[[str], None] = _to_stderr) -> bool:
+    """``SIGUSR2`` gives ``task_stacks(loop)`` to ``write`` (stderr, the process's log, by default; from the
+    loop, so it needs the loop to run); False where the loop cannot take signal handlers (not the main
+    thread, or not Unix)."""
     if not hasattr(signal, "SIGUSR2"):  # pragma: no cover - Linux has it
         return False
     try:

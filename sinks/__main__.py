@@ -40,7 +40,7 @@ async def _run(settings: Settings, bootstrap: str, society: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    enable_task_dumps(loop, lambda text: print(text, file=sys.stderr, flush=True))  # kill -USR2 <pid>
+    enable_task_dumps(loop)  # kill -USR2 <pid>: every asyncio task's stack in the log
     await ClickHouseSink(settings, bootstrap, society).run(stop)
 
 
