@@ -46,6 +46,11 @@ def enable_thread_dumps(file: IO[Any] | None = None) -> bool:
     return True
 
 
+def disable_thread_dumps() -> None:
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.unregister(signal.SIGUSR1)
+
+
 def task_stacks(loop: asyncio.AbstractEventLoop) -> str:
     """Every pending task of ``loop`` with where its coroutine waits, innermost frame last."""
     out = io.StringIO()

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import faulthandler
 import logging
-import signal
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -34,6 +32,7 @@ from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import (
     LoopWatch,
     disable_task_dumps,
+    disable_thread_dumps,
     enable_task_dumps,
     enable_thread_dumps,
 )
@@ -291,11 +290,13 @@ class _Driver:
             def blocked(seconds: float, stacks: str) -> None:  # from the watch's thread
                 self.loop_blocked = f"the driver's event loop has been held up for {seconds:.0f} s"
                 self.journal("driver.loop_blocked", level="warning", seconds=round(seconds, 1))
+                self.say("warning", f"{self.loop_blocked} (stacks in {path})")  # the display is stuck too
                 self._dump(dump, f"--- the event loop has not run for {seconds:.1f} s ---\n{stacks}")
 
             def running(seconds: float) -> None:
                 self.loop_blocked = None
                 self.journal("driver.loop_running_again", after_s=round(seconds, 1))
+                self.say("info", f"the driver's event loop runs again, after {seconds:.0f} s")
 
             watch = LoopWatch(LOOP_BLOCKED_S, blocked, running)
             watch.start()
@@ -305,7 +306,7 @@ class _Driver:
                 await watch.stop()
                 disable_task_dumps(loop)
                 if threads:
-                    faulthandler.unregister(signal.SIGUSR1)
+                    disable_thread_dumps()
 
     @staticmethod
     def _dump(dump: TextIO, text: str) -> None:

@@ -5,7 +5,6 @@ answer (a restarting sink), instead of ending the display's loop."""
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import os
 import signal
 import socket
@@ -19,6 +18,7 @@ import pytest
 from molt_society.runtime.stack_dump import (
     LoopWatch,
     disable_task_dumps,
+    disable_thread_dumps,
     enable_task_dumps,
     enable_thread_dumps,
     task_stacks,
@@ -111,7 +111,7 @@ def test_sigusr1_writes_every_threads_stack(tmp_path: Path) -> None:
             os.kill(os.getpid(), signal.SIGUSR1)
             time.sleep(0.2)
         finally:
-            faulthandler.unregister(signal.SIGUSR1)
+            disable_thread_dumps()
             release.set()
             helper.join()
     text = path.read_text()
