@@ -2,7 +2,9 @@
 
 A diagnostic that raises does not stop the report: its section carries the error and the others run. The
 embeddings the semantic and individual layers need are computed first (once per distinct text, stored in
-ClickHouse; see ``report.embeddings``).
+ClickHouse; see ``report.embeddings``). When a society's texts are mostly synthetic (the stochastic brain's
+word model: ``report.text_source``), the sections that read what the texts say carry a note and no published
+value beside their figures.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from molt_society.report.embeddings import Encoder, ensure_embeddings
 from molt_society.report.model import Item, Report, Scalar, Section
 from molt_society.report.published import annotate
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.text_source import TextSource, apply_caveat, text_source
 
 log = structlog.get_logger(__name__)
 
@@ -148,6 +151,8 @@ def build_report(
     events = int(wh.query(f"SELECT count() FROM events FINAL WHERE society = {quoted(society)}").rows[0][0])
     sections: list[Section] = []
     settings: dict[str, Any] = {"embeddings": "all-MiniLM-L6-v2" if embed else "skipped"}
+    src = _text_source(wh, society, events)
+    settings["text_source"] = src.to_dict() if isinstance(src, TextSource) else {"error": src}
     if embed and (only is None or {"semantic", "individual"} & only):
         started = time.perf_counter()
         enc = encoder or Encoder()
@@ -171,6 +176,8 @@ def build_report(
             section.error = f"{type(exc).__name__}: {exc}"
         section.seconds = round(time.perf_counter() - started, 3)
         _explain_nans(section)
+        if isinstance(src, TextSource):
+            apply_caveat(section, src)
         sections.append(section)
         say(f"{spec.title}: {section.seconds:.1f} s")
     if events == 0:
@@ -185,6 +192,18 @@ def build_report(
         sections=sections,
         settings=settings,
     )
+
+
+def _text_source(wh: Warehouse, society: str, events: int) -> TextSource | str:
+    """Who wrote the society's texts (``report.text_source``), or why that could not be read: then every
+    section keeps its published values, as before."""
+    if events == 0:
+        return TextSource()
+    try:
+        return text_source(wh, society)
+    except Exception as exc:  # the report goes on without the caveat
+        log.exception("text_source_failed", society=society)
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _explain_nans(section: Section) -> None:

@@ -76,6 +76,7 @@ class Section:
     items: list[Item] = field(default_factory=list)
     seconds: float = 0.0  # time spent computing this section
     error: str | None = None  # the section failed as a whole (the others still ran)
+    note: str | None = None  # a caveat on what the section's figures mean (shown above its items)
 
 
 @dataclass

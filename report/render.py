@@ -48,6 +48,7 @@ a:hover { text-decoration: underline; }
   white-space: pre-line; }
 .notice.error { background: #fdecea; border: 1px solid #f5c2bc; color: #8a1c12; }
 .notice.info { background: #f3f4f6; border: 1px solid #e5e7eb; color: #4b5563; }
+.notice.caveat { background: #fff8e6; border: 1px solid #f3d48a; color: #7a4b00; }
 .failed { color: #b42318; font-size: .8rem; }
 .scroll { overflow-x: auto; }
 table.scalars, table.data, table.settings { border-collapse: collapse; font-size: .88rem; margin: .3rem 0; }
@@ -186,6 +187,10 @@ def _section(anchor: str, per: list[Section | None], names: list[str], published
             out.append(
                 f'<p class="notice error"><strong>{esc(who)}this section failed.</strong> {esc(s.error)}</p>'
             )
+    for name, s in zip(names, per, strict=True):
+        if s is not None and s.note:
+            who = f"<strong>{esc(name)}:</strong> " if multi else ""
+            out.append(f'<p class="notice caveat" data-note="{esc(s.key)}">{who}{esc(s.note)}</p>')
 
     item_keys = _ordered_keys([[i.key for i in s.items] if s else [] for s in per])
     scalars_done = False

@@ -378,6 +378,10 @@ def category_items_missing(reason: str) -> list[Item]:
 # --- published ---------------------------------------------------------------------------------------------
 
 
+REPLY_RATINGS_ROW = "reply ratings"
+"""The published table's row on the judge's ratings (dropped on synthetic text: ``report.text_source``)."""
+
+
 def published_table() -> Table:
     return Table(
         "superminds.published",
@@ -388,7 +392,7 @@ def published_table() -> Table:
             ["mean thread depth, 8+ upvotes", 1.5, PAPER + ", section 4.3"],
             ["median post's thread depth", "below 1.1", PAPER + ", section 4.3"],
             ["unique repliers, 8+ upvotes", 9.8, PAPER + ", Figure 5 caption"],
-            ["reply ratings", "mostly 0-2 in every bin; >= 4 a small fraction", PAPER + ", section 4.3"],
+            [REPLY_RATINGS_ROW, "mostly 0-2 in every bin; >= 4 a small fraction", PAPER + ", section 4.3"],
         ],
     )
 
