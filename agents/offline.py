@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext
+from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.roster import build_roster
-from molt_society.agents.stochastic import StochasticBrain
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, partition_key
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.feed_updates import FeedState
@@ -87,7 +87,7 @@ def simulate(
     """Run ``ticks`` ticks of a society in this process and return every accepted event."""
     roster = build_roster(seed, agents, shards, behaviour)
     by_shard = [roster.cohort(s) for s in range(shards)]
-    brain = StochasticBrain(behaviour)
+    brain = stochastic_brain(behaviour)
     states = [
         PartitionState(
             q,

@@ -56,8 +56,29 @@ def agent_index(actor: str) -> int | None:
 
 def submolt_weights(behaviour: Behaviour) -> npt.NDArray[np.float64]:
     n = len(behaviour.submolts.names)
-    w = np.arange(1, n + 1, dtype=float) ** -behaviour.submolts.zipf_exponent
+    given = behaviour.submolts.weights
+    if given is not None and len(given) == n and sum(given) > 0:
+        w = np.asarray(given, dtype=float)
+    else:
+        w = np.arange(1, n + 1, dtype=float) ** -behaviour.submolts.zipf_exponent
     return w / w.sum()  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, eq=False)
+class FittedColumns:
+    """The fitted MoltBook model's columns (``Behaviour.population``), one value per agent:
+    post and comment rates per hour, the second of the period the agent arrives at, and a heartbeat
+    agent's period and phase in seconds (period 0: not a heartbeat agent)."""
+
+    post_rate: npt.NDArray[np.float64]
+    comment_rate: npt.NDArray[np.float64]
+    join_s: npt.NDArray[np.float64]
+    beat_s: npt.NDArray[np.float64]
+    phase_s: npt.NDArray[np.float64]
+
+    def nbytes(self) -> int:
+        cols = (self.post_rate, self.comment_rate, self.join_s, self.beat_s, self.phase_s)
+        return sum(int(c.nbytes) for c in cols)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +91,7 @@ class Roster:
     subscription_bits: npt.NDArray[np.uint64]
     llm_agents: int = 0
     models: tuple[str, ...] = ()
+    fitted: FittedColumns | None = None
     _by_mask: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
@@ -117,7 +139,8 @@ class Roster:
         return Cohort(self, np.arange(len(self), dtype=np.int64))
 
     def nbytes(self) -> int:
-        return int(self.rates.nbytes + self.subscription_bits.nbytes)
+        extra = self.fitted.nbytes() if self.fitted is not None else 0
+        return int(self.rates.nbytes + self.subscription_bits.nbytes) + extra
 
 
 class Cohort(Sequence[AgentSpec]):
@@ -200,4 +223,47 @@ def build_roster(
         mask = np.zeros((m, len(names)), dtype=bool)
         np.put_along_axis(mask, order, chosen, axis=1)
         bits[lo : lo + m] = (mask * place).sum(axis=1, dtype=np.uint64)
-    return Roster(shards, tuple(names), rates, bits, min(llm_agents, n_agents), models)
+    fitted = None
+    if behaviour.population is not None:
+        fitted = fitted_columns(seed, n_agents, behaviour)
+        # an LLM agent of a fitted society wakes as often as it would act
+        pop = behaviour.population
+        per_tick = (fitted.post_rate + fitted.comment_rate * (1 + pop.vote_per_comment)) * (
+            pop.tick_seconds / 3600
+        )
+        rates = np.minimum(1.0, per_tick)
+    return Roster(shards, tuple(names), rates, bits, min(llm_agents, n_agents), models, fitted)
+
+
+def fitted_columns(seed: int, n_agents: int, behaviour: Behaviour) -> FittedColumns:
+    """The fitted model's columns, from their own random stream (the other columns draw as before).
+
+    Rates are lognormal with the fitted means and sigmas (their logs correlated by ``rate_correlation``:
+    the agents that comment most also post); a share ``initial_share`` of the agents is there
+    from the start, the others arrive over the fitted period with a density growing as
+    ``exp(growth_per_day * day)``; a share ``heartbeat_share`` posts on a schedule whose period is lognormal
+    around ``heartbeat_hours`` (sigma 0.5), at a random phase."""
+    pop = behaviour.population
+    assert pop is not None
+    rng = np.random.default_rng([seed, 0xF17ED])
+
+    def lognormal(mean: float, sigma: float, z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return mean * np.exp(sigma * z - sigma * sigma / 2)
+
+    z_post = rng.standard_normal(n_agents)
+    rho = pop.rate_correlation
+    z_comment = rho * z_post + np.sqrt(1 - rho * rho) * rng.standard_normal(n_agents)
+    post = lognormal(pop.post_per_hour, pop.post_sigma, z_post)
+    comment = lognormal(pop.comment_per_hour, pop.comment_sigma, z_comment)
+    period = pop.hours * 3600
+    u = rng.random(n_agents)
+    g = pop.growth_per_day / 86400
+    later = np.log1p(u * np.expm1(g * period)) / g if abs(g) > 1e-12 else u * period
+    join = np.where(rng.random(n_agents) < pop.initial_share, 0.0, later)
+    beat = np.where(
+        rng.random(n_agents) < pop.heartbeat_share,
+        pop.heartbeat_hours * 3600 * np.exp(0.5 * rng.standard_normal(n_agents)),
+        0.0,
+    )
+    phase = rng.random(n_agents) * np.maximum(beat, 1.0)
+    return FittedColumns(post, comment, join, beat, phase)

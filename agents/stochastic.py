@@ -140,7 +140,7 @@ _WORD_P /= _WORD_P.sum()
 _WORD_CUM = np.cumsum(_WORD_P).tolist()
 
 
-def _text(py: random.Random, lo: int, hi: int) -> str:
+def bag_of_words_text(py: random.Random, lo: int, hi: int) -> str:
     n = py.randint(lo, hi)
     words = py.choices(_WORDS, cum_weights=_WORD_CUM, k=n)
     return " ".join(words).capitalize()
@@ -213,8 +213,8 @@ class StochasticBrain:
             agent.agent_id,
             at,
             submolt=self._submolt(agent, py),
-            title=_text(py, 3, 8),
-            content=_text(py, 8, 40),
+            title=bag_of_words_text(py, 3, 8),
+            content=bag_of_words_text(py, 8, 40),
         )
 
     def _pick(self, agent: AgentSpec, feed: FeedView, py: random.Random) -> FeedItem | None:
@@ -245,7 +245,7 @@ class StochasticBrain:
             post_id=item["post_id"],
             parent_id=parent_id,
             depth=depth,
-            content=_text(py, 4, 30),
+            content=bag_of_words_text(py, 4, 30),
             cause=cause,
         )
 

@@ -42,10 +42,10 @@ from aiokafka.structs import ConsumerRecord
 from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.brain import Brain, FeedView, TickContext
 from molt_society.agents.feed_cache import FeedCache
+from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.interventions import ArmRuntime
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
-from molt_society.agents.stochastic import StochasticBrain
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
@@ -90,7 +90,7 @@ class AgentWorker:
         self.society = society
         behaviour = load_behaviour(settings.behaviour_file)
         self.submolts = tuple(behaviour.submolts.names)
-        self.brains: dict[str, Brain] = {b.name: b for b in (brains or [StochasticBrain(behaviour)])}
+        self.brains: dict[str, Brain] = {b.name: b for b in (brains or [stochastic_brain(behaviour)])}
         self.roster = build_roster(
             settings.seed,
             settings.agents,

@@ -68,6 +68,13 @@ def main() -> None:
 @click.option(
     "--dashboard/--no-dashboard", default=True, show_default=True, help="serve the live web dashboard"
 )
+@click.option(
+    "--behaviour",
+    "behaviour_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="behaviour file (SOCIETY_BEHAVIOUR_FILE); a fitted one (society calibrate --fit) also gives the "
+    "population, period, tick length and start, unless --agents, --ticks/--duration, --tick-seconds say",
+)
 def run(
     name: str | None,
     agents: int | None,
@@ -85,6 +92,7 @@ def run(
     fork_at: str | None,
     resume_name: str | None,
     dashboard: bool,
+    behaviour_file: Path | None,
 ) -> None:
     """Run a society of N agents for a duration on the local stack, with live figures.
 
@@ -99,15 +107,19 @@ def run(
         raise click.UsageError(
             "--resume NAME continues NAME itself: give neither --from nor another --society"
         )
-    s = _settings(
-        agents=agents,
-        seed=seed,
-        mode=mode,
-        tick_seconds=tick_seconds,
-        window_seconds=window_seconds,
-        llm_agents=llm_agents,
-        llm_models=llm_models,
-    )
+    fitted = _fitted_defaults(behaviour_file, ticks_given=ticks is not None or duration is not None)
+    given = {
+        "agents": agents,
+        "seed": seed,
+        "mode": mode,
+        "tick_seconds": tick_seconds,
+        "window_seconds": window_seconds,
+        "llm_agents": llm_agents,
+        "llm_models": llm_models,
+    }
+    s = _settings(**(fitted.get("settings", {}) | {k: v for k, v in given.items() if v is not None}))
+    if ticks is None and duration is None and "hours" in fitted:
+        ticks = round(fitted["hours"] * 3600 / s.tick_seconds) + 1
     if s.llm_agents > s.agents:
         raise click.UsageError(f"--llm-agents {s.llm_agents} is more than the {s.agents} agents")
     society = resume_name or name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
@@ -128,6 +140,28 @@ def run(
         resume=resume_name is not None,
     )
     _print_run_summary(society, summary)
+
+
+def _fitted_defaults(path: Path | None, *, ticks_given: bool) -> dict[str, Any]:
+    """Settings a behaviour file brings: the file itself, and a fitted one's population, tick length, start
+    and period (``hours``)."""
+    if path is None:
+        return {}
+    from pydantic import ValidationError
+
+    from molt_society.agents.behaviour import load_behaviour
+
+    try:
+        b = load_behaviour(path)
+    except (ValueError, ValidationError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--behaviour") from None
+    out: dict[str, Any] = {"settings": {"behaviour_file": path.resolve()}}
+    if b.population is not None:
+        pop = b.population
+        out["settings"] |= {"agents": pop.agents, "tick_seconds": pop.tick_seconds, "sim_start": pop.start}
+        if not ticks_given:
+            out["hours"] = pop.hours
+    return out
 
 
 def _check_recorded(s: Settings, society: str) -> None:
@@ -766,8 +800,40 @@ def topics() -> None:
 @click.option("--ticks", type=int, default=300)
 @click.option("--seed", type=int, default=1)
 @click.option("--behaviour", "behaviour_file", type=click.Path(path_type=Path, exists=True))
-def calibrate(agents: int, ticks: int, seed: int, behaviour_file: Path | None) -> None:
-    """Run the stochastic brain offline and compare its society's shape with MoltBook's."""
+@click.option(
+    "--fit",
+    "dump",
+    type=click.Path(path_type=Path, exists=True),
+    help="fit the model to this MoltBook dump (any layout society replay reads) instead",
+)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="with --fit: the fitted file")
+@click.option("--tick-seconds", type=float, default=300.0, show_default=True, help="with --fit")
+@click.option(
+    "--scale",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="with --fit: population of the thread stage's simulations, relative to the fitted one",
+)
+@click.option("--evals", type=int, default=50, show_default=True, help="with --fit: thread-stage simulations")
+def calibrate(
+    agents: int,
+    ticks: int,
+    seed: int,
+    behaviour_file: Path | None,
+    dump: Path | None,
+    out: Path | None,
+    tick_seconds: float,
+    scale: float,
+    evals: int,
+) -> None:
+    """Run the stochastic brain offline and compare its society's shape with MoltBook's; with --fit DUMP
+    --out F.toml, fit the behaviour model to a real dump instead (see README, "Fitting a society")."""
+    if dump is not None:
+        if out is None:
+            raise click.UsageError("--fit needs --out F.toml (the fitted behaviour file to write)")
+        _fit(dump, out, seed=seed, tick_seconds=tick_seconds, scale=scale, evals=evals)
+        return
     from molt_society.agents.behaviour import load_behaviour
     from molt_society.agents.offline import MOLTBOOK_TARGETS, simulate
 
@@ -781,6 +847,67 @@ def calibrate(agents: int, ticks: int, seed: int, behaviour_file: Path | None) -
         target = MOLTBOOK_TARGETS.get(k)
         t.add_row(k, f"{v:,.4f}", "" if target is None else f"{target:.4f}")
     console.print(t)
+
+
+def _fit(dump: Path, out: Path, *, seed: int, tick_seconds: float, scale: float, evals: int) -> None:
+    """``society calibrate --fit``: read, fit the text model, fit the behaviour, write, show the table."""
+    import time
+
+    from molt_society.agents.text_model import TextModel
+    from molt_society.calibration.dump import read_dump
+    from molt_society.calibration.fit import fit
+    from molt_society.calibration.fitted_file import fit_record, moment_rows, write_fitted
+
+    started = time.perf_counter()
+    with console.status(f"reading {dump} ...") as status:
+        try:
+            d = read_dump(dump)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        console.print(
+            f"dump: {d.posts:,} posts, {d.comments:,} comments, {d.agents:,} authors over {d.hours:g} hours "
+            f"from {d.start:%Y-%m-%d %H:%M} UTC ({time.perf_counter() - started:.0f} s)",
+            highlight=False,
+        )
+        status.update(f"fitting the text model on {len(d.texts):,} texts ...")
+        text = TextModel.fit(d.texts)
+        text_file = out.with_suffix(".text.npz")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        text.save(text_file)
+        console.print(f"text model: {text_file} ({time.perf_counter() - started:.0f} s)", highlight=False)
+        result = fit(
+            d,
+            seed=seed,
+            tick_seconds=tick_seconds,
+            scale=scale,
+            thread_evals=evals,
+            progress=lambda msg: status.update(f"{msg} ({time.perf_counter() - started:.0f} s)"),
+        )
+    write_fitted(out, result.behaviour, fit_record(d, result), text_file)
+    t = Table("moment", "dump", "fitted society", "distance", "band", "", header_style="bold")
+    for r in moment_rows(result.real, result.simulated):
+        mark = "[green]in band[/green]" if r["in_band"] else "[red]outside[/red]"
+        t.add_row(
+            ("* " if r["core"] else "") + r["label"],
+            _fmt(r["real"]),
+            _fmt(r["simulated"]),
+            _fmt(r["distance"]),
+            r["band"],
+            mark,
+        )
+    console.print(t)
+    pop = result.behaviour.population
+    assert pop is not None
+    console.print(
+        f"wrote {out} in {time.perf_counter() - started:.0f} s: {pop.agents:,} agents over "
+        f"{pop.hours:g} hours from {pop.start} (* the nine moments the acceptance names). "
+        f"Run it with: society run --behaviour {out} --society fitted",
+        highlight=False,
+    )
+
+
+def _fmt(v: float | str) -> str:
+    return v if isinstance(v, str) else f"{v:,.4g}"
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ CONFIG_FIELDS = (
     "top_k",
     "llm_agents",
     "llm_models",
+    "behaviour_file",  # a fitted behaviour (society calibrate --fit): a fork's agents behave the same
     "arm_plan",  # an experiment arm's interventions (schemas.arm_plan): a fork of an arm keeps them
 )
 
