@@ -50,6 +50,9 @@ from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import Event
 from molt_society.schemas.ids import uuid7
 
+TITLE_CHARS = 300
+"""A post's title is at most this long (the event contract's bound)."""
+
 
 def tick_counts(
     cohort: Cohort, behaviour: Behaviour, ctx: TickContext
@@ -149,6 +152,7 @@ class FittedBrain:
         submolt = self._submolt(agent, py)
         if self.text is not None:
             title, content = self.text.post(py, submolt)
+            title = title[:TITLE_CHARS]
         else:
             title, content = bag_of_words_text(py, 3, 8), bag_of_words_text(py, 8, 40)
         return post_created(

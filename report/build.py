@@ -22,6 +22,7 @@ from molt_society.report import (
     cascades,
     collective,
     cooperation,
+    fidelity,
     individual,
     platform_patterns,
     roles,
@@ -145,6 +146,7 @@ def build_report(
     encoder: Encoder | None = None,
     progress: Progress | None = None,
     only: set[str] | None = None,
+    reference: fidelity.Reference | None = None,
 ) -> Report:
     """The report of ``society`` (every diagnostic, or those in ``only``)."""
     say = progress or (lambda _msg: None)
@@ -161,6 +163,9 @@ def build_report(
         )
         settings["texts_embedded_now"] = n
         settings["embedding_seconds"] = round(time.perf_counter() - started, 3)
+    if reference is not None and (only is None or "fidelity" in only):
+        say("Fidelity ...")
+        sections.append(_fidelity(wh, society, reference))
     for spec in SPECS:
         if only is not None and spec.key not in only:
             continue
@@ -204,6 +209,23 @@ def _text_source(wh: Warehouse, society: str, events: int) -> TextSource | str:
     except Exception as exc:  # the report goes on without the caveat
         log.exception("text_source_failed", society=society)
         return f"{type(exc).__name__}: {exc}"
+
+
+def _fidelity(wh: Warehouse, society: str, reference: fidelity.Reference) -> Section:
+    section = Section(
+        "fidelity",
+        "Fidelity to real MoltBook data",
+        "Each moment the behaviour model is fitted on (calibration.moments), computed on this society's "
+        f"stored events beside {reference.label}; the distance is in widths of the moment's stated band.",
+    )
+    started = time.perf_counter()
+    try:
+        section.items = fidelity.items(wh, society, reference)
+    except Exception as exc:  # the other sections still run
+        log.exception("diagnostic_failed", diagnostic="fidelity", society=society)
+        section.error = f"{type(exc).__name__}: {exc}"
+    section.seconds = round(time.perf_counter() - started, 3)
+    return section
 
 
 def _explain_nans(section: Section) -> None:

@@ -25,7 +25,7 @@ HELP_MODELS_HELP = (
 )
 ONLY_HELP = (
     "run only these diagnostics (repeatable): activity, threads, lexical, semantic, individual, "
-    "collective, roles, cascades, cooperation, agreement"
+    "collective, roles, cascades, cooperation, agreement, fidelity"
 )
 
 
@@ -602,8 +602,19 @@ def _print_probe_extras(doc: dict[str, Any]) -> None:
 )
 @click.option("--no-embeddings", is_flag=True, help="skip the layers that need sentence embeddings")
 @click.option("--only", multiple=True, help=ONLY_HELP)
+@click.option(
+    "--dump",
+    type=click.Path(path_type=Path, exists=True),
+    help="a real MoltBook dump to show the fidelity table against (default: the dump a fitted behaviour "
+    "file recorded, when the society ran with one)",
+)
 def report(
-    society_name: str, other: str | None, out: Path | None, no_embeddings: bool, only: tuple[str, ...]
+    society_name: str,
+    other: str | None,
+    out: Path | None,
+    no_embeddings: bool,
+    only: tuple[str, ...],
+    dump: Path | None,
 ) -> None:
     """Write the MoltBook studies' diagnostics of a society as an offline HTML report and a JSON file.
 
@@ -623,7 +634,7 @@ def report(
             check_society_name(n)
     except BadSocietyName as exc:
         raise click.UsageError(str(exc)) from None
-    known = {s.key for s in SPECS}
+    known = {s.key for s in SPECS} | {"fidelity"}
     if unknown := set(only) - known:
         raise click.UsageError(f"unknown diagnostic(s) {sorted(unknown)}; choose from {sorted(known)}")
     out = out or Path(f"{'-vs-'.join(names)}-report.html")
@@ -648,6 +659,7 @@ def report(
                         embed=not no_embeddings,
                         encoder=encoder,
                         only=set(only) or None,
+                        reference=_reference(n, dump),
                         progress=lambda msg, n=n: status.update(f"{n}: {msg}"),  # type: ignore[misc]
                     )
                 )
@@ -660,6 +672,34 @@ def report(
         wh.close()
     html_path, json_path = write_report(reports, out)
     console.print(f"report: {html_path.resolve()}\nnumbers: {json_path.resolve()}", highlight=False)
+
+
+def _reference(society: str, dump: Path | None) -> Any:
+    """What the fidelity table compares ``society`` with: ``dump`` read now, else the real moments the
+    fitted behaviour file it ran with recorded; None when neither (no fidelity table)."""
+    from molt_society.agents.behaviour import load_behaviour
+    from molt_society.calibration.fitted_file import read_record
+    from molt_society.report.fidelity import Reference
+    from molt_society.society.fork import load_config
+
+    if dump is not None:
+        from molt_society.calibration.dump import read_dump
+
+        try:
+            return Reference(f"the dump {dump}", read_dump(dump).moments)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    try:
+        path = load_config(get_settings(), society).get("behaviour_file")
+    except FileNotFoundError:
+        return None
+    if not path or not Path(path).is_file():
+        return None
+    rows = read_record(load_behaviour(Path(path)))
+    if not rows:
+        return None
+    real = {r["key"]: (r["real"] if isinstance(r["real"], float | int) else None) for r in rows}
+    return Reference(f"the dump its behaviour was fitted to ({path})", real)
 
 
 @main.command()
@@ -816,6 +856,13 @@ def topics() -> None:
     help="with --fit: population of the thread stage's simulations, relative to the fitted one",
 )
 @click.option("--evals", type=int, default=50, show_default=True, help="with --fit: thread-stage simulations")
+@click.option(
+    "--activity-evals",
+    type=int,
+    default=250,
+    show_default=True,
+    help="with --fit: activity-stage simulations",
+)
 def calibrate(
     agents: int,
     ticks: int,
@@ -826,13 +873,14 @@ def calibrate(
     tick_seconds: float,
     scale: float,
     evals: int,
+    activity_evals: int,
 ) -> None:
     """Run the stochastic brain offline and compare its society's shape with MoltBook's; with --fit DUMP
     --out F.toml, fit the behaviour model to a real dump instead (see README, "Fitting a society")."""
     if dump is not None:
         if out is None:
             raise click.UsageError("--fit needs --out F.toml (the fitted behaviour file to write)")
-        _fit(dump, out, seed=seed, tick_seconds=tick_seconds, scale=scale, evals=evals)
+        _fit(dump, out, seed=seed, tick_seconds=tick_seconds, scale=scale, evals=(activity_evals, evals))
         return
     from molt_society.agents.behaviour import load_behaviour
     from molt_society.agents.offline import MOLTBOOK_TARGETS, simulate
@@ -849,7 +897,9 @@ def calibrate(
     console.print(t)
 
 
-def _fit(dump: Path, out: Path, *, seed: int, tick_seconds: float, scale: float, evals: int) -> None:
+def _fit(
+    dump: Path, out: Path, *, seed: int, tick_seconds: float, scale: float, evals: tuple[int, int]
+) -> None:
     """``society calibrate --fit``: read, fit the text model, fit the behaviour, write, show the table."""
     import time
 
@@ -880,7 +930,8 @@ def _fit(dump: Path, out: Path, *, seed: int, tick_seconds: float, scale: float,
             seed=seed,
             tick_seconds=tick_seconds,
             scale=scale,
-            thread_evals=evals,
+            activity_evals=evals[0],
+            thread_evals=evals[1],
             progress=lambda msg: status.update(f"{msg} ({time.perf_counter() - started:.0f} s)"),
         )
     write_fitted(out, result.behaviour, fit_record(d, result), text_file)

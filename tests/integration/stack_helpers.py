@@ -107,7 +107,7 @@ def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
         seed=settings.seed,
         agents=settings.agents,
         ticks=ticks,
-        behaviour=load_behaviour(),
+        behaviour=load_behaviour(settings.behaviour_file),
         shards=settings.shards,
         partitions=settings.partitions,
         tick_seconds=settings.tick_seconds,
