@@ -14,6 +14,9 @@ tick's length in hours and ``c`` the daily cycle's weight of the tick's hour (UT
 - a comment or vote picks a submolt among the agent's subscriptions (the dump's popularity), then the
   "new" list with ``new_share`` (else "hot"), then a post with rank weights ``r ** -rank_exponent``; it
   replies to a comment of the thread with ``reply_prob`` (the newest with ``chain_prob``);
+- a post's author answers each comment another agent left on it during the previous tick (as far as the
+  feed's ``recent`` comments show) with ``return_share``: in MoltBook nine replies in ten are the post's
+  author answering a commenter, and they are what makes the reply graph reciprocal;
 - text comes from the text model fitted on the dump's texts (``agents.text_model``; a comment from the
   text it answers), or the bag of words when the behaviour names none.
 
@@ -35,7 +38,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,7 +46,7 @@ from molt_society.agents.actions import comment_created, post_created, vote_cast
 from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext
 from molt_society.agents.genesis import genesis_events
-from molt_society.agents.roster import AgentSpec, Cohort, submolt_weights
+from molt_society.agents.roster import AgentSpec, Cohort, agent_index, submolt_weights
 from molt_society.agents.stochastic import YIELD_SECONDS, StochasticBrain, bag_of_words_text
 from molt_society.agents.text_model import TextModel
 from molt_society.schemas.control import FeedItem
@@ -129,6 +132,10 @@ class FittedBrain:
             for _ in range(int(votes[k])):
                 if (item := self._pick(agent, feed, py)) is not None:
                     yield self._vote(agent, item, ctx, py)
+        if self.pop.return_share > 0:
+            for author, item, comment in self._answers(agents, feed, ctx):
+                if py.random() < self.pop.return_share:
+                    yield self._comment(author, item, ctx, py, parent=comment)
 
     # ------------------------------------------------------------------ pieces
     def _at(self, ctx: TickContext, py: random.Random, kind: Literal["early", "late", "any"]) -> datetime:
@@ -167,15 +174,44 @@ class FittedBrain:
                 return py.choices(items, weights=self._rank_w[: len(items)])[0]
         return None
 
-    def _comment(self, agent: AgentSpec, item: FeedItem, ctx: TickContext, py: random.Random) -> Event:
+    def _answers(
+        self, cohort: Cohort, feed: FeedView, ctx: TickContext
+    ) -> Iterator[tuple[AgentSpec, FeedItem, list[Any]]]:
+        """Comments other agents left during the previous tick on posts of this cohort's agents, in feed
+        order, each with its post and the post's author: what the author may answer."""
+        since_us = int((ctx.start.timestamp() - ctx.seconds) * 1_000_000)
+        seen: set[str] = set()
+        for lists in feed.submolts.values():
+            for items in lists.values():
+                for item in items:
+                    if item["post_id"] in seen:
+                        continue
+                    seen.add(item["post_id"])
+                    index = agent_index(item["author"])
+                    if index is None or not cohort.holds(index):
+                        continue
+                    fresh = [c for c in item["recent"] if c[1] != item["author"] and int(c[3]) >= since_us]
+                    if fresh:
+                        author = cohort.roster.spec(index)
+                        yield from ((author, item, c) for c in fresh)
+
+    def _comment(
+        self,
+        agent: AgentSpec,
+        item: FeedItem,
+        ctx: TickContext,
+        py: random.Random,
+        parent: list[Any] | None = None,
+    ) -> Event:
         t = self.b.targets
         recent = item["recent"]
         parent_id: str | None = None
         depth = 1
         cause = item["post_id"]
         answered = f"{item['title']}\n{item.get('excerpt', '')}"
-        if recent and py.random() < t.reply_prob:
+        if parent is None and recent and py.random() < t.reply_prob:
             parent = recent[-1] if py.random() < t.chain_prob else py.choice(recent)
+        if parent is not None:
             parent_id, depth, cause = parent[0], int(parent[2]) + 1, parent[0]
             answered = str(parent[4]) if len(parent) > 4 else ""
         at = self._at(ctx, py, "early" if item["comments"] == 0 else "any")

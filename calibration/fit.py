@@ -9,7 +9,8 @@ between the dump's moments and a simulation's, with common random numbers (one s
    posts and comments per author, their concentration, posting rhythm, the daily cycle and growth
    (``calibration.simulated.activity_moments``: no feed needed, a fraction of a second each);
 2. attention and threads: the share of picks from "new", the rank exponent, the reply and chain
-   probabilities, the sub-tick lead and the correlation of an agent's post and comment rates, against
+   probabilities, the sub-tick lead, the correlation of an agent's post and comment rates and the share of
+   comments that answer commenters on the agent's own posts, against
    thread sizes, commenters per post, depth, reciprocity, timing and PageRank concentration (the whole
    society offline, at ``scale`` times the population).
 
@@ -106,9 +107,11 @@ def base_behaviour(dump: Dump, *, tick_seconds: float) -> Behaviour:
         initial_share=0.02,
         growth_per_day=max(-4.9, min(9.9, dump.growth_per_day)),
         hourly=dump.hourly,
-        new_share=0.6,
-        post_lead_seconds=10.0,
-        first_delay_seconds=10.0,
+        new_share=0.7,
+        return_share=0.05,
+        rate_correlation=0.5,
+        post_lead_seconds=20.0,
+        first_delay_seconds=20.0,
     )
     names = [n for n, _ in dump.submolts]
     return d.model_copy(
@@ -121,7 +124,13 @@ def base_behaviour(dump: Dump, *, tick_seconds: float) -> Behaviour:
                 subscriptions_min=1,
                 subscriptions_max=min(4, len(names)),
             ),
-            "targets": d.targets.model_copy(update={"upvote_prob": round(dump.upvote_share, 4)}),
+            "targets": d.targets.model_copy(
+                update={
+                    "upvote_prob": round(dump.upvote_share, 4),
+                    "rank_exponent": 0.5,
+                    "reply_prob": max(0.01, min(0.9, 1.3 * (1 - (dump.moments["top_level_share"] or 0.94)))),
+                }
+            ),
         }
     )
 
@@ -217,7 +226,7 @@ def fit_threads(
     x0 = np.array(
         [
             _logit(pop.new_share), t.rank_exponent, _logit(t.reply_prob), _logit(t.chain_prob),
-            math.log(pop.post_lead_seconds), 0.5,
+            math.log(pop.post_lead_seconds), pop.rate_correlation, _logit(pop.return_share),
         ]
     )  # fmt: skip
     evals = 0
@@ -231,6 +240,7 @@ def fit_threads(
                 "post_lead_seconds": lead,
                 "first_delay_seconds": lead,
                 "rate_correlation": float(np.clip(x[5], -0.95, 0.95)),
+                "return_share": _expit(x[6]),
             },
             {
                 "rank_exponent": float(np.clip(x[1], 0, 6)),
@@ -247,7 +257,8 @@ def fit_threads(
         say(f"threads: evaluation {evals}/{max_evals}, loss {loss:.2f}")
         return loss
 
-    simplex = [x0] + [x0 + np.eye(6)[i] * s for i, s in enumerate((1.0, 0.8, 1.0, 1.0, 1.0, 0.4))]
+    steps = (0.8, 0.3, 0.8, 0.8, 0.8, 0.3, 1.5)
+    simplex = [x0] + [x0 + np.eye(len(x0))[i] * s for i, s in enumerate(steps)]
     res = minimize(
         f, x0, method="Nelder-Mead",
         options={"maxfev": max_evals, "initial_simplex": np.array(simplex), "xatol": 1e-2, "fatol": 1e-2},
@@ -260,9 +271,9 @@ def fit(
     *,
     seed: int = 1,
     tick_seconds: float = 300.0,
-    scale: float = 0.5,
-    activity_evals: int = 400,
-    thread_evals: int = 60,
+    scale: float = 1.0,
+    activity_evals: int = 200,
+    thread_evals: int = 36,
     progress: Progress | None = None,
 ) -> FitResult:
     """Fit the model to ``dump``; the result's ``simulated`` moments are of a full-size run of the fit."""

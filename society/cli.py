@@ -851,15 +851,15 @@ def topics() -> None:
 @click.option(
     "--scale",
     type=float,
-    default=0.5,
+    default=1.0,
     show_default=True,
     help="with --fit: population of the thread stage's simulations, relative to the fitted one",
 )
-@click.option("--evals", type=int, default=50, show_default=True, help="with --fit: thread-stage simulations")
+@click.option("--evals", type=int, default=36, show_default=True, help="with --fit: thread-stage simulations")
 @click.option(
     "--activity-evals",
     type=int,
-    default=250,
+    default=200,
     show_default=True,
     help="with --fit: activity-stage simulations",
 )

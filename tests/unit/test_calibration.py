@@ -184,3 +184,29 @@ def test_fitted_society_is_deterministic_and_places_events_inside_their_tick() -
     assert statistics.median(leads) < 30  # placed Exp(5 s) before their tick's end
     when = {p.body.post_id: p.occurred_at for p in posts}
     assert all(c.occurred_at > when[c.body.post_id] for c in comments)
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_replies_of_a_fitted_society_are_authors_answering_their_commenters(share: float) -> None:
+    b = load_behaviour().model_copy(
+        update={
+            "population": _fitted(initial_share=1.0, return_share=share, comment_per_hour=1.0),
+            "targets": load_behaviour().targets.model_copy(update={"reply_prob": 0.0}),
+        }
+    )
+    res = simulate(seed=6, agents=300, ticks=60, behaviour=b, tick_seconds=300.0,
+                   start=datetime(2026, 1, 28, tzinfo=UTC))  # fmt: skip
+    author = {e.body.post_id: e.actor for e in res.events if isinstance(e, PostCreated)}
+    comments = [e for e in res.events if isinstance(e, CommentCreated)]
+    by_id = {c.body.comment_id: c for c in comments}
+    replies = [c for c in comments if c.body.parent_id is not None]
+    if share == 0.0:
+        assert replies == []
+        return
+    assert len(replies) > 20
+    for r in replies:
+        parent = by_id[r.body.parent_id]  # type: ignore[index]
+        assert r.actor == author[r.body.post_id]
+        assert parent.actor != r.actor
+        assert parent.body.post_id == r.body.post_id
+        assert r.occurred_at > parent.occurred_at
