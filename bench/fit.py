@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         runs[scale] = []
         t0 = time.perf_counter()
         for seed in args.seeds:
-            agents = max(50, int(round(pop.agents * scale)))
+            agents = max(50, round(pop.agents * scale))
             err.print(f"offline run: {agents:,} agents, seed {seed}")
             sim, _totals = society_moments(result.behaviour, seed=seed, agents=agents)
             runs[scale].append(sim)
@@ -104,27 +104,26 @@ def markdown(args: argparse.Namespace, r: dict[str, Any], argv: list[str] | None
             row.append(f"{_f(mean)} [{_f(min(vals))}, {_f(max(vals))}] {'in' if ok else 'out'}")
         rows.append(row)
     met = "met" if r["total_s"] < GOAL_S else "NOT met"
-    times = md_table(
-        ["step", "seconds"],
-        [
-            ["read the dump (import, moments)", f"{r['read_s']:.0f}"],
-            ["fit the text model and save it", f"{r['text_s']:.0f}"],
-            [f"the whole fit (goal {GOAL_S / 60:.0f} min: {met})", f"{r['total_s']:.0f}"],
-            *[[f"one offline run at {s:g}x ({max(50, round(pop.agents * s)):,} agents)", f"{r['run_s'][s]:.0f}"]
-              for s in args.scales],
-        ],
-    )  # fmt: skip
+    time_rows = [
+        ["read the dump (import, moments)", f"{r['read_s']:.0f}"],
+        ["fit the text model and save it", f"{r['text_s']:.0f}"],
+        [f"the whole fit (goal {GOAL_S / 60:.0f} min: {met})", f"{r['total_s']:.0f}"],
+    ]
+    for s in args.scales:
+        agents = max(50, round(pop.agents * s))
+        time_rows.append([f"one offline run at {s:g}x ({agents:,} agents)", f"{r['run_s'][s]:.0f}"])
+    times = md_table(["step", "seconds"], time_rows)
     counts = ", ".join(f"{s:g}x: {inside[s]} of {len(MOMENTS)}" for s in args.scales)
     return "\n".join(
         [
             BEGIN,
             "## Fitting the MoltBook model to a real crawl (issue 24)",
             "",
-            f"Command: `{facts['command']}`; machine: {facts['machine']}; {facts['date']}. One run. The dump: "
-            f"the shared crawl half (`crawl-2026-01-31/posts-0-7.tar.gz`), {dump.posts:,} posts, "
-            f"{dump.comments:,} comments, {dump.agents:,} authors over {dump.hours:g} hours. Fitted population "
-            f"{pop.agents:,} agents, {pop.tick_seconds:g} s ticks; the thread stage simulated at 0.5x. Bold: "
-            "the nine headline moments. 'in': within the moment's band (`calibration/moments.py`).",
+            f"Command: `{facts['command']}`; machine: {facts['machine']}; {facts['date']}. One run. "
+            f"The dump: the shared crawl half (`crawl-2026-01-31/posts-0-7.tar.gz`), {dump.posts:,} posts, "
+            f"{dump.comments:,} comments, {dump.agents:,} authors over {dump.hours:g} hours. Fitted "
+            f"population {pop.agents:,} agents, {pop.tick_seconds:g} s ticks. Bold: the nine headline "
+            "moments. 'in': within the moment's band (`calibration/moments.py`).",
             "",
             times,
             "",
