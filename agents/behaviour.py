@@ -74,6 +74,12 @@ class Population(_Section):
         le=1,
         description="comments an author writes as a reply to a comment on one of its own posts in the feed",
     )
+    feed_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=200,
+        description="posts per submolt in each feed list (SOCIETY_FEED_SIZE), enough for the busiest ticks",
+    )
     post_lead_seconds: float = Field(
         ge=0, description="mean seconds before its tick's end a post is placed (sub-tick timing)"
     )

@@ -4,7 +4,8 @@ Any layout ``society replay`` reads (``importers.import_path``). Estimated direc
 simulation: the observed period and its first instant, the population (distinct authors of posts and
 comments), the submolts and their popularity (the 63 most used; the posts of the others are counted in
 proportion), the daily cycle (activity per hour of the day over a log-linear trend, see ``daily_cycle``),
-the growth of that trend, the share of upvotes and the votes per comment.
+the growth of that trend, the share of upvotes and the votes per comment, and the size the feed lists need
+(twice the most posts the busiest submolt saw in one tick, 15 to 200).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Dump:
     growth_per_day: float
     upvote_share: float
     votes_per_comment: float
+    peak_posts_per_hour: float  # in the most used submolt: what its feed must hold
     texts: list[TextSample] = field(default_factory=list, repr=False)
     import_summary: str = ""
 
@@ -66,6 +68,9 @@ def read_dump(path: Path) -> Dump:
     up = sum(v.body.upvotes for v in votes)
     down = sum(v.body.downvotes for v in votes)
     hourly, growth = daily_cycle(stamps)
+    shares = submolt_shares(Counter(p.body.submolt for p in posts))
+    main = shares[0][0]
+    by_hour = Counter(int(p.occurred_at.timestamp() // 3600) for p in posts if p.body.submolt == main)
     return Dump(
         path=path,
         moments=m.result(),
@@ -74,11 +79,12 @@ def read_dump(path: Path) -> Dump:
         agents=agents,
         posts=len(posts),
         comments=len(comments),
-        submolts=submolt_shares(Counter(p.body.submolt for p in posts)),
+        submolts=shares,
         hourly=hourly,
         growth_per_day=growth,
         upvote_share=up / (up + down) if up + down else 0.9,
         votes_per_comment=(up + down) / len(comments),
+        peak_posts_per_hour=float(max(by_hour.values(), default=0)),
         texts=list(text_samples(events)),
     )
 

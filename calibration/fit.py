@@ -4,13 +4,13 @@ What the dump gives directly (``calibration.dump``) is taken as it is. The rest 
 stages, each a Nelder-Mead search (scipy) on the sum of squared band distances (``calibration.moments``)
 between the dump's moments and a simulation's, with common random numbers (one seed throughout):
 
-1. activity: the population, the post and comment rates per agent and hour and their spread over agents,
-   the share of heartbeat agents, the newcomers' growth and the share present at the start, against
-   posts and comments per author, their concentration, posting rhythm, the daily cycle and growth
-   (``calibration.simulated.activity_moments``: no feed needed, a fraction of a second each);
+1. activity: the population, the post and comment rates per agent and hour, their spread over agents and
+   their correlation, the share of heartbeat agents and their period, the newcomers' growth and the
+   share present at the start, against posts and comments per author, their concentration, posting
+   rhythm, the daily cycle and growth (``calibration.simulated.activity_moments``: no feed needed, a
+   fraction of a second each);
 2. attention and threads: the share of picks from "new", the rank exponent, the reply and chain
-   probabilities, the sub-tick lead, the correlation of an agent's post and comment rates and the share of
-   comments that answer commenters on the agent's own posts, against
+   probabilities, the sub-tick lead and the share of comments on an agent's posts it answers, against
    thread sizes, commenters per post, depth, reciprocity, timing and PageRank concentration (the whole
    society offline, at ``scale`` times the population).
 
@@ -59,6 +59,7 @@ THREAD_KEYS = (
     "first_comment_median_s",
     "comment_delay_median_s",
     "pagerank_top1_daily",
+    "top1pct_comment_share",  # fitted by the activity stage; kept there by this one
 )
 TOTALS_BAND = 0.1
 """Relative band of the totals (posts, comments, active agents) in the activity stage's objective."""
@@ -108,6 +109,7 @@ def base_behaviour(dump: Dump, *, tick_seconds: float) -> Behaviour:
         growth_per_day=max(-4.9, min(9.9, dump.growth_per_day)),
         hourly=dump.hourly,
         new_share=0.7,
+        feed_size=max(15, min(200, math.ceil(2 * dump.peak_posts_per_hour * tick_seconds / 3600))),
         return_share=0.05,
         rate_correlation=0.5,
         post_lead_seconds=20.0,
@@ -167,7 +169,7 @@ def fit_activity(
         [
             math.log(pop.post_per_hour), pop.post_sigma, math.log(pop.comment_per_hour), pop.comment_sigma,
             _logit(pop.heartbeat_share), pop.growth_per_day, _logit(pop.initial_share), 0.0,
-            math.log(pop.heartbeat_hours),
+            math.log(pop.heartbeat_hours), pop.rate_correlation,
         ]
     )  # fmt: skip
     evals = 0
@@ -184,6 +186,7 @@ def fit_activity(
                 "growth_per_day": float(np.clip(x[5], -4.9, 9.9)),
                 "initial_share": _expit(x[6]),
                 "heartbeat_hours": float(math.exp(np.clip(x[8], -1, 5))),
+                "rate_correlation": float(np.clip(x[9], -0.95, 0.95)),
             },
         )
         return b2, max(10, round(dump.agents * math.exp(float(np.clip(x[7], -1, 2)))))
@@ -204,7 +207,7 @@ def fit_activity(
         x0[0] += math.log(real_totals["posts"] / max(totals["posts"], 1))
         x0[2] += math.log(real_totals["comments"] / max(totals["comments"], 1))
         x0[7] += math.log(real_totals["agents"] / max(totals["agents"], 1))
-    steps = (0.5, 0.4, 0.5, 0.4, 1.5, 1.5, 1.5, 0.3, 0.7)
+    steps = (0.5, 0.4, 0.5, 0.4, 1.5, 1.5, 1.5, 0.3, 0.7, 0.3)
     simplex = np.array([x0] + [x0 + np.eye(len(x0))[i] * s for i, s in enumerate(steps)])
     res = minimize(
         f, x0, method="Nelder-Mead",
@@ -226,7 +229,7 @@ def fit_threads(
     x0 = np.array(
         [
             _logit(pop.new_share), t.rank_exponent, _logit(t.reply_prob), _logit(t.chain_prob),
-            math.log(pop.post_lead_seconds), pop.rate_correlation, _logit(pop.return_share),
+            math.log(pop.post_lead_seconds), _logit(pop.return_share),
         ]
     )  # fmt: skip
     evals = 0
@@ -239,8 +242,7 @@ def fit_threads(
                 "new_share": _expit(x[0]),
                 "post_lead_seconds": lead,
                 "first_delay_seconds": lead,
-                "rate_correlation": float(np.clip(x[5], -0.95, 0.95)),
-                "return_share": _expit(x[6]),
+                "return_share": _expit(x[5]),
             },
             {
                 "rank_exponent": float(np.clip(x[1], 0, 6)),
@@ -257,7 +259,7 @@ def fit_threads(
         say(f"threads: evaluation {evals}/{max_evals}, loss {loss:.2f}")
         return loss
 
-    steps = (0.8, 0.3, 0.8, 0.8, 0.8, 0.3, 1.5)
+    steps = (0.8, 0.3, 0.8, 0.8, 0.8, 1.5)
     simplex = [x0] + [x0 + np.eye(len(x0))[i] * s for i, s in enumerate(steps)]
     res = minimize(
         f, x0, method="Nelder-Mead",

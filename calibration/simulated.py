@@ -65,7 +65,7 @@ def activity_moments(behaviour: Behaviour, *, seed: int, agents: int) -> tuple[F
 
 
 def society_moments(
-    behaviour: Behaviour, *, seed: int, agents: int, feed_size: int = 15
+    behaviour: Behaviour, *, seed: int, agents: int, feed_size: int | None = None
 ) -> tuple[Figures, dict[str, int]]:
     """Every moment of the whole society run offline, and its totals."""
     pop = behaviour.population
@@ -78,7 +78,7 @@ def society_moments(
         tick_seconds=pop.tick_seconds,
         start=datetime.fromisoformat(pop.start),
         society="fit",
-        feed_size=feed_size,
+        feed_size=feed_size or pop.feed_size or 15,
     )
     m = observe(res.events)
     totals = {

@@ -159,6 +159,8 @@ def _fitted_defaults(path: Path | None, *, ticks_given: bool) -> dict[str, Any]:
     if b.population is not None:
         pop = b.population
         out["settings"] |= {"agents": pop.agents, "tick_seconds": pop.tick_seconds, "sim_start": pop.start}
+        if pop.feed_size is not None:
+            out["settings"]["feed_size"] = pop.feed_size
         if not ticks_given:
             out["hours"] = pop.hours
     return out

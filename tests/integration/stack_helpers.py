@@ -113,6 +113,7 @@ def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
         tick_seconds=settings.tick_seconds,
         start=datetime.fromisoformat(settings.sim_start),
         society=society,
+        feed_size=settings.feed_size,
     )
     return {str(e.event_id) for e in offline.events}
 

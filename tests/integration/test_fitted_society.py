@@ -87,6 +87,7 @@ def test_a_fitted_society_runs_on_the_stack_as_offline(
         tick_seconds=3600.0,  # rates are per hour: any tick length runs the fitted society
         sim_start=b.population.start,
         window_seconds=3600.0,
+        feed_size=b.population.feed_size or 15,
     )
     with running_stack(settings, society_name) as stack:
         run_ticks(stack, TICKS)
