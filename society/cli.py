@@ -697,11 +697,12 @@ def _reference(society: str, dump: Path | None) -> Any:
         return None
     if not path or not Path(path).is_file():
         return None
-    rows = read_record(load_behaviour(Path(path)))
+    b = load_behaviour(Path(path))
+    rows = read_record(b)
     if not rows:
         return None
     real = {r["key"]: (r["real"] if isinstance(r["real"], float | int) else None) for r in rows}
-    return Reference(f"the dump its behaviour was fitted to ({path})", real)
+    return Reference(f"the dump {(b.fit or {}).get('dump', '?')} (fitted in {path})", real)
 
 
 @main.command()
