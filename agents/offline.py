@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -83,8 +84,10 @@ def simulate(
     start: datetime,
     society: str = "offline",
     feed_size: int = 15,
+    sink: Callable[[Event], None] | None = None,
 ) -> OfflineResult:
-    """Run ``ticks`` ticks of a society in this process and return every accepted event."""
+    """Run ``ticks`` ticks of a society in this process and return every accepted event (or hand each to
+    ``sink`` instead, keeping none: a large society's events need not fit in memory)."""
     roster = build_roster(seed, agents, shards, behaviour)
     by_shard = [roster.cohort(s) for s in range(shards)]
     brain = stochastic_brain(behaviour)
@@ -101,6 +104,7 @@ def simulate(
     ]
     readers = [FeedState() for _ in range(partitions)]
     result = OfflineResult()
+    keep = sink if sink is not None else result.events.append
     feed = FeedView(-1, {})
     subs = tuple(behaviour.submolts.names)
     for tick in range(ticks):
@@ -112,7 +116,7 @@ def simulate(
             for ev in brain.decide_now(members, feed, ctx):
                 q = zlib.crc32(partition_key(ev).encode()) % partitions
                 if isinstance(states[q].accept_action(encode_event(ev), now_us=2**62), Accepted):
-                    result.events.append(ev)
+                    keep(ev)
         for st, reader in zip(states, readers, strict=True):  # the records the brokered run publishes
             reader.apply(st.feed_update(tick))
         feed = FeedView(tick, merge_feeds((r.view() for r in readers), feed_size))

@@ -20,6 +20,7 @@ from molt_society.agents.offline import simulate
 from molt_society.agents.roster import build_roster
 from molt_society.calibration.moments import Moments
 from molt_society.calibration.observed import observe
+from molt_society.schemas.events import Event
 
 Figures = dict[str, float | None]
 
@@ -70,7 +71,12 @@ def society_moments(
     """Every moment of the whole society run offline, and its totals."""
     pop = behaviour.population
     assert pop is not None
-    res = simulate(
+    m = Moments()
+
+    def add(ev: Event) -> None:
+        observe((ev,), m)
+
+    simulate(
         seed=seed,
         agents=agents,
         ticks=ticks_of(behaviour),
@@ -79,8 +85,8 @@ def society_moments(
         start=datetime.fromisoformat(pop.start),
         society="fit",
         feed_size=feed_size or pop.feed_size or 15,
+        sink=add,  # measured as they come: none is kept
     )
-    m = observe(res.events)
     totals = {
         "posts": len(m.post_author),
         "comments": len(m.comments),
