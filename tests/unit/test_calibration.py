@@ -210,3 +210,27 @@ def test_replies_of_a_fitted_society_are_authors_answering_their_commenters(shar
         assert parent.actor != r.actor
         assert parent.body.post_id == r.body.post_id
         assert r.occurred_at > parent.occurred_at
+
+
+def test_a_fitted_file_round_trips_and_gives_the_run_its_population_and_period(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from molt_society.calibration.fitted_file import read_record, write_fitted
+    from molt_society.society.cli import _fitted_defaults
+
+    b = load_behaviour().model_copy(update={"population": _fitted(feed_size=40)})
+    path = tmp_path / "f.toml"
+    record = {"dump": "/data/x", "moments": [{"key": "reciprocity", "real": 0.16, "simulated": 0.15}]}
+    write_fitted(path, b, record, None)
+    again = load_behaviour(path)
+    assert again.population == b.population
+    assert again.targets == b.targets
+    assert read_record(again) == record["moments"]
+    got = _fitted_defaults(path, ticks_given=False)
+    assert got["hours"] == 24.0
+    assert got["settings"] == {
+        "behaviour_file": path.resolve(),
+        "agents": 400,
+        "tick_seconds": 300.0,
+        "sim_start": "2026-01-28T00:00:00+00:00",
+        "feed_size": 40,
+    }
+    assert "hours" not in _fitted_defaults(path, ticks_given=True)
