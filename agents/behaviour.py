@@ -68,6 +68,12 @@ class Population(_Section):
     growth_per_day: float = Field(ge=-5, le=10, description="log growth of newcomers' arrivals per day")
     hourly: list[float] = Field(min_length=24, max_length=24, description="activity by hour of day (UTC)")
     new_share: float = Field(ge=0, le=1, description="comments and votes picked from the 'new' list")
+    repeat_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="an agent's further comment in a tick goes to the thread of its previous one",
+    )
     return_share: float = Field(
         default=0.0,
         ge=0,

@@ -14,6 +14,8 @@ tick's length in hours and ``c`` the daily cycle's weight of the tick's hour (UT
 - a comment or vote picks a submolt among the agent's subscriptions (the dump's popularity), then the
   "new" list with ``new_share`` (else "hot"), then a post with rank weights ``r ** -rank_exponent``; it
   replies to a comment of the thread with ``reply_prob`` (the newest with ``chain_prob``);
+- an agent's further comments in one tick stay in the thread of its previous one with ``repeat_share``
+  (agents that post several comments in one thread);
 - a post's author answers each comment another agent left on it during the previous tick (as far as the
   feed's ``recent`` comments show) with ``return_share``: in MoltBook nine replies in ten are the post's
   author answering a commenter, and they are what makes the reply graph reciprocal;
@@ -126,9 +128,12 @@ class FittedBrain:
             agent = agents[k]
             for _ in range(int(posts[k])):
                 yield self._post(agent, ctx, py)
+            last: FeedItem | None = None
             for _ in range(int(comments[k])):
-                if (item := self._pick(agent, feed, py)) is not None:
-                    yield self._comment(agent, item, ctx, py)
+                if last is None or py.random() >= self.pop.repeat_share:
+                    last = self._pick(agent, feed, py)
+                if last is not None:
+                    yield self._comment(agent, last, ctx, py)
             for _ in range(int(votes[k])):
                 if (item := self._pick(agent, feed, py)) is not None:
                     yield self._vote(agent, item, ctx, py)

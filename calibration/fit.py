@@ -10,7 +10,8 @@ between the dump's moments and a simulation's, with common random numbers (one s
    rhythm, the daily cycle and growth (``calibration.simulated.activity_moments``: no feed needed, a
    fraction of a second each);
 2. attention and threads: the share of picks from "new", the rank exponent, the reply and chain
-   probabilities, the sub-tick lead and the share of comments on an agent's posts it answers, against
+   probabilities, the sub-tick lead, the share of comments on an agent's posts it answers and the chance
+   an agent's further comments in a tick stay in one thread, against
    thread sizes, commenters per post, depth, reciprocity, timing and PageRank concentration (the whole
    society offline, at ``scale`` times the population).
 
@@ -111,6 +112,7 @@ def base_behaviour(dump: Dump, *, tick_seconds: float) -> Behaviour:
         new_share=0.7,
         feed_size=max(15, min(200, math.ceil(2 * dump.peak_posts_per_hour * tick_seconds / 3600))),
         return_share=0.05,
+        repeat_share=0.2,
         rate_correlation=0.5,
         post_lead_seconds=20.0,
         first_delay_seconds=20.0,
@@ -229,7 +231,7 @@ def fit_threads(
     x0 = np.array(
         [
             _logit(pop.new_share), t.rank_exponent, _logit(t.reply_prob), _logit(t.chain_prob),
-            math.log(pop.post_lead_seconds), _logit(pop.return_share),
+            math.log(pop.post_lead_seconds), _logit(pop.return_share), _logit(pop.repeat_share),
         ]
     )  # fmt: skip
     evals = 0
@@ -243,6 +245,7 @@ def fit_threads(
                 "post_lead_seconds": lead,
                 "first_delay_seconds": lead,
                 "return_share": _expit(x[5]),
+                "repeat_share": _expit(x[6]),
             },
             {
                 "rank_exponent": float(np.clip(x[1], 0, 6)),
@@ -259,7 +262,7 @@ def fit_threads(
         say(f"threads: evaluation {evals}/{max_evals}, loss {loss:.2f}")
         return loss
 
-    steps = (0.8, 0.3, 0.8, 0.8, 0.8, 1.5)
+    steps = (0.8, 0.3, 0.8, 0.8, 0.8, 1.5, 1.5)
     simplex = [x0] + [x0 + np.eye(len(x0))[i] * s for i, s in enumerate(steps)]
     res = minimize(
         f, x0, method="Nelder-Mead",
@@ -275,7 +278,7 @@ def fit(
     tick_seconds: float = 300.0,
     scale: float = 1.0,
     activity_evals: int = 200,
-    thread_evals: int = 36,
+    thread_evals: int = 32,
     progress: Progress | None = None,
 ) -> FitResult:
     """Fit the model to ``dump``; the result's ``simulated`` moments are of a full-size run of the fit."""

@@ -858,7 +858,7 @@ def topics() -> None:
     show_default=True,
     help="with --fit: population of the thread stage's simulations, relative to the fitted one",
 )
-@click.option("--evals", type=int, default=36, show_default=True, help="with --fit: thread-stage simulations")
+@click.option("--evals", type=int, default=32, show_default=True, help="with --fit: thread-stage simulations")
 @click.option(
     "--activity-evals",
     type=int,
