@@ -11,10 +11,16 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
+# llama-cpp-python builds ggml for the build machine's CPU by default; on CPUs that report AMX its AMX
+# path dies with a general protection fault on the first completion (seen on these machines with 0.3.36),
+# so it is built for AVX2 without AMX, from source and not from pip's cache (a cached wheel may be native).
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory compiler
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]>=0.3.2"
 	$(BIN)/pip install --quiet -e ".[dev,llm]"
 	@touch $(STAMP)
 
