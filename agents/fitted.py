@@ -35,9 +35,7 @@ society whatever the number of workers.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -48,8 +46,8 @@ from molt_society.agents.actions import comment_created, post_created, vote_cast
 from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext
 from molt_society.agents.genesis import genesis_events
-from molt_society.agents.roster import AgentSpec, Cohort, agent_index, submolt_weights
-from molt_society.agents.stochastic import YIELD_SECONDS, StochasticBrain, bag_of_words_text
+from molt_society.agents.roster import AgentSpec, Cohort, agent_index
+from molt_society.agents.stochastic import StochasticBrain, bag_of_words_text
 from molt_society.agents.text_model import TextModel
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import Event
@@ -86,35 +84,18 @@ def tick_counts(
     return (posts + beats) * here, comments * here, votes * here
 
 
-class FittedBrain:
-    """See module docstring."""
-
-    name = "stochastic"
+class FittedBrain(StochasticBrain):
+    """See module docstring. ``decide``, ``decide_now`` and the choice of a submolt are the classic brain's;
+    what an agent does in a tick, and how, is this model's."""
 
     def __init__(self, behaviour: Behaviour, text: TextModel | None = None) -> None:
         if behaviour.population is None:
             raise ValueError("the fitted brain needs a behaviour with a [population] section")
-        self.b = behaviour
+        super().__init__(behaviour)
         self.pop = behaviour.population
         path = behaviour.text_model_path()
         self.text = text if text is not None else (TextModel.load(path) if path is not None else None)
-        self._sub_w = dict(zip(behaviour.submolts.names, submolt_weights(behaviour).tolist(), strict=True))
-        self._rank_w = [r**-behaviour.targets.rank_exponent for r in range(1, 201)]
         self._main = behaviour.submolts.names[0]
-
-    async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
-        """The tick's events, giving the event loop a turn every ``YIELD_SECONDS``."""
-        out: list[Event] = []
-        turn = time.monotonic() + YIELD_SECONDS
-        for ev in self.events(agents, feed, ctx):
-            out.append(ev)
-            if time.monotonic() >= turn:
-                await asyncio.sleep(0)
-                turn = time.monotonic() + YIELD_SECONDS
-        return out
-
-    def decide_now(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
-        return list(self.events(agents, feed, ctx))
 
     def events(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> Iterator[Event]:
         py = random.Random(int(ctx.rng.integers(2**63)))
@@ -127,20 +108,20 @@ class FittedBrain:
         for k in np.flatnonzero(posts + comments + votes).tolist():
             agent = agents[k]
             for _ in range(int(posts[k])):
-                yield self._post(agent, ctx, py)
+                yield self._write_post(agent, ctx, py)
             last: FeedItem | None = None
             for _ in range(int(comments[k])):
                 if last is None or py.random() >= self.pop.repeat_share:
                     last = self._pick(agent, feed, py)
                 if last is not None:
-                    yield self._comment(agent, last, ctx, py)
+                    yield self._write_comment(agent, last, ctx, py)
             for _ in range(int(votes[k])):
                 if (item := self._pick(agent, feed, py)) is not None:
-                    yield self._vote(agent, item, ctx, py)
+                    yield self._cast_vote(agent, item, ctx, py)
         if self.pop.return_share > 0:
             for author, item, comment in self._answers(agents, feed, ctx):
                 if py.random() < self.pop.return_share:
-                    yield self._comment(author, item, ctx, py, parent=comment)
+                    yield self._write_comment(author, item, ctx, py, parent=comment)
 
     # ------------------------------------------------------------------ pieces
     def _at(self, ctx: TickContext, py: random.Random, kind: Literal["early", "late", "any"]) -> datetime:
@@ -153,13 +134,7 @@ class FittedBrain:
             us = span - 1 - off if kind == "late" else off
         return ctx.start + timedelta(microseconds=us)
 
-    def _submolt(self, agent: AgentSpec, py: random.Random) -> str:
-        subs = agent.subscriptions
-        if len(subs) == 1:
-            return subs[0]
-        return py.choices(subs, weights=[self._sub_w.get(s, 1e-6) for s in subs])[0]
-
-    def _post(self, agent: AgentSpec, ctx: TickContext, py: random.Random) -> Event:
+    def _write_post(self, agent: AgentSpec, ctx: TickContext, py: random.Random) -> Event:
         at = self._at(ctx, py, "late")
         submolt = self._submolt(agent, py)
         if self.text is not None:
@@ -200,7 +175,7 @@ class FittedBrain:
                         author = cohort.roster.spec(index)
                         yield from ((author, item, c) for c in fresh)
 
-    def _comment(
+    def _write_comment(
         self,
         agent: AgentSpec,
         item: FeedItem,
@@ -233,7 +208,7 @@ class FittedBrain:
             cause=cause,
         )
 
-    def _vote(self, agent: AgentSpec, item: FeedItem, ctx: TickContext, py: random.Random) -> Event:
+    def _cast_vote(self, agent: AgentSpec, item: FeedItem, ctx: TickContext, py: random.Random) -> Event:
         t = self.b.targets
         value: Literal[1, -1] = 1 if py.random() < t.upvote_prob else -1
         recent = item["recent"]
