@@ -21,6 +21,25 @@ from molt_society.society.fork import save_config
 from molt_society.society.stack import LocalStack
 from molt_society.warehouse.sink_http import query_http
 
+CRAWL_ARCHIVE = (
+    Path(
+        os.environ.get("MOLTBOOK_DATA")
+        or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
+    )
+    / "crawl-2026-01-31"
+    / "posts-0-7.tar.gz"
+)
+"""The shared real crawl half (``MOLTBOOK_DATA`` overrides where the data folder is)."""
+
+
+def needs_crawl() -> pytest.MarkDecorator:
+    """The mark of a test module that reads the crawl: skipped without it, but an error in CI."""
+    if os.environ.get("CI") and not CRAWL_ARCHIVE.is_file():
+        raise RuntimeError(f"crawl archive not found at {CRAWL_ARCHIVE} (set MOLTBOOK_DATA)")
+    return pytest.mark.skipif(
+        not CRAWL_ARCHIVE.is_file(), reason=f"crawl archive not found at {CRAWL_ARCHIVE}"
+    )
+
 
 def make_settings(broker: str | None, tmp: Path, **over: Any) -> Settings:
     base: dict[str, Any] = {

@@ -8,15 +8,16 @@ events are those of the same fitted society run in one process without Kafka (``
 
 from __future__ import annotations
 
-import os
 import tarfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from stack_helpers import (
+    CRAWL_ARCHIVE,
     emitted_event_ids,
     make_settings,
+    needs_crawl,
     offline_ids,
     run_ticks,
     running_stack,
@@ -26,13 +27,7 @@ from stack_helpers import (
 from molt_society.agents.behaviour import load_behaviour
 from molt_society.society.cli import main
 
-DATA = Path(
-    os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
-)
-ARCHIVE = DATA / "crawl-2026-01-31" / "posts-0-7.tar.gz"
-if os.environ.get("CI") and not ARCHIVE.is_file():
-    raise RuntimeError(f"crawl archive not found at {ARCHIVE} (set MOLTBOOK_DATA)")
-pytestmark = pytest.mark.skipif(not ARCHIVE.is_file(), reason=f"crawl archive not found at {ARCHIVE}")
+pytestmark = needs_crawl()
 POSTS = 400
 TICKS = 48
 
@@ -42,7 +37,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fit")
     dump = root / "posts"
     dump.mkdir()
-    with tarfile.open(ARCHIVE) as tar:
+    with tarfile.open(CRAWL_ARCHIVE) as tar:
         taken = 0
         for member in tar:
             if member.isfile() and member.name.endswith(".json"):

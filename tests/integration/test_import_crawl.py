@@ -6,29 +6,23 @@ submolt. The direct reading below uses plain json and walks ``replies`` itself, 
 from __future__ import annotations
 
 import json
-import os
 import tarfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from stack_helpers import CRAWL_ARCHIVE, needs_crawl
 
 from molt_society.importers import ImportResult, import_path
 from molt_society.schemas import events as E
 
-DATA = Path(
-    os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
-)
-ARCHIVE = DATA / "crawl-2026-01-31" / "posts-0-7.tar.gz"
-if os.environ.get("CI") and not ARCHIVE.is_file():
-    raise RuntimeError(f"crawl archive not found at {ARCHIVE} (set MOLTBOOK_DATA)")
-pytestmark = pytest.mark.skipif(not ARCHIVE.is_file(), reason=f"crawl archive not found at {ARCHIVE}")
+pytestmark = needs_crawl()
 
 
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("crawl")
-    with tarfile.open(ARCHIVE) as tar:
+    with tarfile.open(CRAWL_ARCHIVE) as tar:
         tar.extractall(out, filter="data")
     return out / "posts"
 
