@@ -33,7 +33,7 @@ from scipy.optimize import minimize
 
 from molt_society.agents.behaviour import Behaviour, Population, Submolts, Targets, load_behaviour
 from molt_society.calibration.dump import Dump
-from molt_society.calibration.moments import BY_KEY, distance
+from molt_society.calibration.moments import distance
 from molt_society.calibration.simulated import Figures, activity_moments, society_moments
 
 log = structlog.get_logger(__name__)
@@ -302,11 +302,3 @@ def fit(
         seconds=time.perf_counter() - started,
         evaluations={"activity": n1, "threads": n2},
     )
-
-
-def in_band(key: str, sim: float | None, real: float | None) -> bool | None:
-    d = distance(key, sim, real)
-    return None if d is None else d <= 1.0
-
-
-__all__ = ["BY_KEY", "FitResult", "fit", "in_band"]

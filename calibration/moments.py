@@ -43,7 +43,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
+
+from molt_society.agents.offline import gini
 
 
 @dataclass(frozen=True)
@@ -129,15 +130,6 @@ def distance(key: str, sim: float | None, real: float | None) -> float | None:
     return abs(sim - real) / BY_KEY[key].band.half_width(real)
 
 
-def gini(values: npt.ArrayLike) -> float:
-    """Gini coefficient of non-negative values (0 for fewer than two or an all-zero set)."""
-    v = np.sort(np.asarray(values, dtype=float))
-    n = len(v)
-    if n < 2 or v.sum() == 0:
-        return 0.0
-    return float((2 * np.arange(1, n + 1) - n - 1).dot(v) / (n * v.sum()))
-
-
 class Moments:
     """Accumulates posts, comments and votes; ``result()`` computes every moment (see module docstring)."""
 
@@ -213,7 +205,7 @@ class Moments:
                 if gaps.mean() > 0:
                     covs.append(float(gaps.std() / gaps.mean()))
         return {
-            "posts_per_author_gini": gini(list(per_author.values())),
+            "posts_per_author_gini": gini(np.array(list(per_author.values()), dtype=float)),
             "posts_per_author_mean": len(self.post_author) / len(per_author),
             "post_gap_cov_median": float(np.median(covs)) if covs else None,
             "regular_poster_share": float(np.mean(np.array(covs) < 0.5)) if covs else None,
