@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from molt_society.runtime.settings import FEED_SIZE_MAX
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -83,8 +85,9 @@ class Population(_Section):
     feed_size: int | None = Field(
         default=None,
         ge=1,
-        le=200,
-        description="posts per submolt in each feed list (SOCIETY_FEED_SIZE), enough for the busiest ticks",
+        le=FEED_SIZE_MAX,
+        description="posts per submolt in each feed list at the fitted population and tick"
+        " (SOCIETY_FEED_SIZE), enough for the busiest ticks; scaled with both (feed_size_for)",
     )
     post_lead_seconds: float = Field(
         ge=0, description="mean seconds before its tick's end a post is placed (sub-tick timing)"
@@ -92,6 +95,15 @@ class Population(_Section):
     first_delay_seconds: float = Field(
         ge=0, description="mean seconds after its tick's start the first comment of a thread is placed"
     )
+
+    def feed_size_for(self, agents: int, tick_seconds: float) -> int | None:
+        """The feed size of a society of ``agents`` with ticks of ``tick_seconds``: the fitted one, scaled by
+        the posts a tick brings (proportional to both), so that a feed list spans the same stretch of
+        simulated time and a post gets the same attention at any size (at most ``FEED_SIZE_MAX``)."""
+        if self.feed_size is None:
+            return None
+        scale = agents / self.agents * tick_seconds / self.tick_seconds
+        return max(1, min(FEED_SIZE_MAX, round(self.feed_size * scale)))
 
 
 class TextSource(_Section):

@@ -151,7 +151,7 @@ class FittedBrain(StochasticBrain):
         for sub in (self._submolt(agent, py), self._main):
             lists = feed.lists_for(agent.agent_id, sub)
             if items := lists[first] or lists[second]:
-                return py.choices(items, weights=self._rank_w[: len(items)])[0]
+                return py.choices(items, cum_weights=self._rank_cum[: len(items)])[0]
         return None
 
     def _answers(

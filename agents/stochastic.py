@@ -14,6 +14,7 @@ gives the same actions whatever the number of workers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,7 @@ from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext, awake, moment
 from molt_society.agents.genesis import genesis_events
 from molt_society.agents.roster import AgentSpec, submolt_weights
+from molt_society.runtime.settings import FEED_SIZE_MAX
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import Event
 from molt_society.schemas.ids import uuid7
@@ -157,7 +159,10 @@ class StochasticBrain:
         self._kinds = ("post", "comment", "vote")
         self._kind_w = (a.post, a.comment, a.vote)
         self._sub_w = dict(zip(behaviour.submolts.names, submolt_weights(behaviour).tolist(), strict=True))
-        self._rank_w = [r**-behaviour.targets.rank_exponent for r in range(1, 201)]
+        # cumulative: random.choices with cum_weights draws exactly what it draws with the weights
+        self._rank_cum = list(
+            itertools.accumulate(r**-behaviour.targets.rank_exponent for r in range(1, FEED_SIZE_MAX + 1))
+        )
 
     async def decide(self, agents: Sequence[AgentSpec], feed: FeedView, ctx: TickContext) -> list[Event]:
         """``decide_now``, giving the event loop a turn every ``YIELD_SECONDS`` so that a tick of a million
@@ -223,7 +228,7 @@ class StochasticBrain:
         items = lists[first] or lists[second]
         if not items:
             return None
-        return py.choices(items, weights=self._rank_w[: len(items)])[0]
+        return py.choices(items, cum_weights=self._rank_cum[: len(items)])[0]
 
     def _comment(
         self, agent: AgentSpec, item: FeedItem, at: datetime, ctx: TickContext, py: random.Random

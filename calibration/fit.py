@@ -35,6 +35,7 @@ from molt_society.agents.behaviour import Behaviour, Population, Submolts, Targe
 from molt_society.calibration.dump import Dump
 from molt_society.calibration.moments import distance
 from molt_society.calibration.simulated import Figures, activity_moments, society_moments
+from molt_society.runtime.settings import FEED_SIZE_MAX
 
 log = structlog.get_logger(__name__)
 
@@ -110,7 +111,7 @@ def base_behaviour(dump: Dump, *, tick_seconds: float) -> Behaviour:
         growth_per_day=max(-4.9, min(9.9, dump.growth_per_day)),
         hourly=dump.hourly,
         new_share=0.7,
-        feed_size=max(15, min(200, math.ceil(2 * dump.peak_posts_per_hour * tick_seconds / 3600))),
+        feed_size=max(15, min(FEED_SIZE_MAX, math.ceil(2 * dump.peak_posts_per_hour * tick_seconds / 3600))),
         return_share=0.05,
         repeat_share=0.2,
         rate_correlation=0.5,

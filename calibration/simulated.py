@@ -84,7 +84,7 @@ def society_moments(
         tick_seconds=pop.tick_seconds,
         start=datetime.fromisoformat(pop.start),
         society="fit",
-        feed_size=feed_size or pop.feed_size or 15,
+        feed_size=feed_size or pop.feed_size_for(agents, pop.tick_seconds) or 15,
         sink=add,  # measured as they come: none is kept
     )
     totals = {

@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+FEED_SIZE_MAX = 1000  # a feed list of a society 10x the fitted crawl's size
+
 
 class Settings(BaseSettings):
     """Settings shared by the CLI, broker, stream workers, sink and agent workers."""
@@ -61,7 +63,12 @@ class Settings(BaseSettings):
         description="an experiment arm's plan (schemas.arm_plan, written by `society experiment`): the "
         "interventions the agent workers apply from its fork tick on",
     )
-    feed_size: int = Field(default=15, ge=1, le=200)
+    feed_size: int = Field(
+        default=15,
+        ge=1,
+        le=FEED_SIZE_MAX,
+        description="posts per submolt in each feed list ('new' and 'hot'); a fitted behaviour sets it",
+    )
 
     # --- LLM agents -------------------------------------------------------------------------
     llm_agents: int = Field(default=0, ge=0, description="how many agents use the LLM brain (0: none)")

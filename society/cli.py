@@ -118,6 +118,9 @@ def run(
         "llm_models": llm_models,
     }
     s = _settings(**(fitted.get("settings", {}) | {k: v for k, v in given.items() if v is not None}))
+    pop = fitted.get("population")
+    if pop is not None and (size := pop.feed_size_for(s.agents, s.tick_seconds)) is not None:
+        s = s.model_copy(update={"feed_size": size})  # the fitted feed, scaled to this population and tick
     if ticks is None and duration is None and "hours" in fitted:
         ticks = round(fitted["hours"] * 3600 / s.tick_seconds) + 1
     if s.llm_agents > s.agents:
@@ -159,8 +162,7 @@ def _fitted_defaults(path: Path | None, *, ticks_given: bool) -> dict[str, Any]:
     if b.population is not None:
         pop = b.population
         out["settings"] |= {"agents": pop.agents, "tick_seconds": pop.tick_seconds, "sim_start": pop.start}
-        if pop.feed_size is not None:
-            out["settings"]["feed_size"] = pop.feed_size
+        out["population"] = pop
         if not ticks_given:
             out["hours"] = pop.hours
     return out

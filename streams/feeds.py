@@ -17,6 +17,14 @@ from collections.abc import Iterable
 from molt_society.schemas.control import FeedItem
 
 HOT_WINDOW = 500
+
+
+def hot_window(feed_size: int) -> int:
+    """How many newest posts of a submolt a partition keeps: ``HOT_WINDOW``, or the feed's size when that
+    is larger (a partition must be able to fill a 'new' list on its own for the merge to be exact)."""
+    return max(HOT_WINDOW, feed_size)
+
+
 _HOT_EPOCH_S = 1_134_028_003  # Reddit's epoch offset; only shifts every score by a constant.
 
 

@@ -78,7 +78,7 @@ from molt_society.schemas.events import (
 )
 from molt_society.schemas.wire import InvalidEvent, decode_event, quote
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
-from molt_society.streams.feeds import HOT_WINDOW, hot_score, rank_hot, rank_new
+from molt_society.streams.feeds import hot_score, hot_window, rank_hot, rank_new
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)
@@ -287,6 +287,7 @@ class PartitionState:
         self.partitions = partitions
         self.window_us = window_us
         self.feed_size = feed_size
+        self.window = hot_window(feed_size)
         self.max_event_bytes = max_event_bytes
         self.max_future_us = max_future_us
         self.society = society
@@ -299,7 +300,7 @@ class PartitionState:
         self.thread_ttl_us = thread_ttl_us
         self.archived: set[str] = set()
         self._last_archive_us = -(2**62)
-        # per submolt the HOT_WINDOW newest posts as (created_us, post_id), sorted: order-independent
+        # per submolt the hot_window(feed_size) newest posts, (created_us, post_id), sorted: order-independent
         self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
         self.windows: dict[int, WindowAcc] = {}
         self.next_close_us: int | None = None  # start of the oldest window not yet closed
@@ -433,7 +434,7 @@ class PartitionState:
         self.threads[body.post_id] = t
         newest = self.submolt_posts.setdefault(body.submolt, [])
         bisect.insort(newest, (occurred, body.post_id))
-        if len(newest) > HOT_WINDOW:
+        if len(newest) > self.window:
             del newest[0]
         self.dirty_submolts.add(body.submolt)
         self.size_hist[0] += 1

@@ -231,9 +231,24 @@ def test_a_fitted_file_round_trips_and_gives_the_run_its_population_and_period(t
         "agents": 400,
         "tick_seconds": 300.0,
         "sim_start": "2026-01-28T00:00:00+00:00",
-        "feed_size": 40,
     }
+    assert got["population"] == b.population
     assert "hours" not in _fitted_defaults(path, ticks_given=True)
+
+
+def test_the_fitted_feed_spans_the_same_time_at_any_population_and_tick() -> None:
+    """40 posts per list at 400 agents and 300 s ticks: a tick brings twice the posts at 800 agents, half
+    at 150 s ticks, ten times at 4,000 agents with ticks as long; the cap is the settings' own bound."""
+    from molt_society.runtime.settings import FEED_SIZE_MAX
+
+    pop = _fitted(feed_size=40)
+    assert pop.feed_size_for(400, 300.0) == 40
+    assert pop.feed_size_for(800, 300.0) == 80
+    assert pop.feed_size_for(400, 150.0) == 20
+    assert pop.feed_size_for(4000, 300.0) == 400
+    assert pop.feed_size_for(40_000, 300.0) == FEED_SIZE_MAX
+    assert pop.feed_size_for(1, 1.0) == 1
+    assert _fitted().feed_size_for(800, 300.0) is None
 
 
 def test_fitted_rates_and_arrivals_follow_their_distributions_quantile_by_quantile() -> None:

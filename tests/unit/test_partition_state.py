@@ -1101,3 +1101,17 @@ def test_every_event_body_has_a_handler() -> None:
     bodies = {cls.model_fields["body"].annotation for cls in get_args(union)}
     assert len(bodies) == len(EVENT_TYPES)
     assert set(PartitionState._BY_BODY) == bodies
+
+
+@pytest.mark.parametrize("feed_size", [5, 600])
+def test_a_feed_larger_than_the_hot_window_still_lists_as_many_newest_posts(feed_size: int) -> None:
+    """A fitted society 10x the crawl's size needs feed lists of hundreds of posts: a partition keeps
+    that many newest posts of a submolt, so its 'new' list is the ``feed_size`` newest of all it got."""
+    from molt_society.streams.feeds import HOT_WINDOW
+
+    s = new_state(feed_size)
+    n = HOT_WINDOW + 200
+    for i in range(n):
+        apply_ok(s, post(f"w{i:04d}", f"a{i % 7}", ORIGIN + i * SEC))
+    listed = s.feed_snapshot(1)["submolts"]["general"]["new"]
+    assert [item["post_id"] for item in listed] == [f"w{i:04d}" for i in range(n - 1, n - 1 - feed_size, -1)]
