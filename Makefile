@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup compiler browser kcat demo demo-llm test test-unit test-integration lint bench clean
+.PHONY: help setup compiler kafka browser kcat demo demo-llm test test-unit test-integration lint bench clean
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -24,7 +24,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev,llm]"
 	@touch $(STAMP)
 
-setup: $(STAMP) ## Create .venv and install the project with its dev tools
+setup: $(STAMP) kafka ## Create .venv and install the project with its dev tools; fetch Apache Kafka
+
+kafka: $(STAMP) ## Fetch the pinned Apache Kafka from Maven Central into ~/.cache/molt-society (once; SOCIETY_BROKER=kafka)
+	@$(BIN)/python -m molt_society.runtime.apache_kafka fetch
 
 compiler: ## Install a C++ compiler and cmake with apt when missing (llama-cpp-python builds from source)
 	@{ command -v g++ >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1; } || { \
@@ -52,7 +55,7 @@ kcat: ## Install Debian's kcat (tests of outside Kafka clients, docs/kafka-clien
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
 	@kcat -V | grep -m1 Version
 
-demo: $(STAMP) ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 days, about a minute), query it, write its report
+demo: $(STAMP) kafka ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 days, about a minute), query it, write its report
 	@rm -rf .society/demo-clickhouse
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --ticks 1000 --tick-seconds 300
 	@echo; echo "== Example queries (society sql \"...\")"
@@ -77,7 +80,7 @@ demo-llm: $(STAMP) ## A society of 200 agents, 8 of them LLM agents on the local
 	  "SELECT model, count() AS calls, countIf(outcome != 'ok') AS failed_calls, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, round(quantile(0.5)(latency_ms)) AS p50_ms FROM model_calls WHERE society = 'demo_llm' GROUP BY model"
 	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
 	  "SELECT decision, count() AS calls, any(reason) AS a_reason FROM model_calls WHERE society = 'demo_llm' GROUP BY decision ORDER BY calls DESC"
-test: $(STAMP) browser kcat ## Run the whole test suite (unit + integration on the real broker, chDB, Chromium, kcat)
+test: $(STAMP) kafka browser kcat ## Run the whole test suite (unit + integration on the real broker, chDB, Chromium, kcat)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: $(STAMP) ## Unit tests only

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,6 +37,11 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("CLICKHOUSE_READER_URL", "SOCIETY_CLICKHOUSE_READER_URL"),
         description="a ClickHouse server account with a read-only profile for queries from outside",
+    )
+    broker: Literal["tansu", "kafka"] = Field(
+        default="tansu",
+        description="the local broker started when KAFKA_BOOTSTRAP is unset: Tansu (in memory) or Apache"
+        " Kafka (KRaft, its log in the run's state folder; fetched by make setup)",
     )
     state_dir: Path = Path(".society")
     society: str = "demo"

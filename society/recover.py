@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from molt_society.runtime.broker import LocalBroker, ensure_topics
+from molt_society.runtime.broker import ensure_topics
+from molt_society.runtime.brokers import start_broker
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import to_us
@@ -105,7 +106,7 @@ def rebuild(stack: LocalStack) -> Recovery:
         stack.broker.stop()
     point = resume_point(stack.settings, stack.society)
     stack.settings = new_generation(stack.settings, point)
-    stack.broker = LocalBroker.start(log_file=stack.run_dir / "broker.log", nice=stack.nice)
+    stack.broker = start_broker(stack.settings, stack.run_dir, nice=stack.nice)
     stack.bootstrap = stack.broker.bootstrap
     s = stack.settings
     asyncio.run(ensure_topics(stack.bootstrap, stack.society, s.partitions, s.shards))

@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from molt_society.runtime.broker import (
-    LocalBroker,
     broker_silence,
     child_preexec,
     ensure_topics,
     pid_alive,
     process_start_time,
 )
+from molt_society.runtime.brokers import Broker, start_broker
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state as read_state
@@ -206,7 +206,7 @@ class LocalStack:
     society: str
     stream_workers: int = 1
     agent_workers: int = 1
-    broker: LocalBroker | None = None
+    broker: Broker | None = None
     bootstrap: str = ""
     children: list[Child] = field(default_factory=list)
     model_server: LocalModelServer | None = None
@@ -247,9 +247,10 @@ class LocalStack:
         if self.settings.kafka_bootstrap:
             self.bootstrap = self.settings.kafka_bootstrap
         else:
-            self.broker = LocalBroker.start(log_file=self.run_dir / "broker.log", nice=self.nice)
+            self.broker = start_broker(self.settings, self.run_dir, nice=self.nice)
             self.bootstrap = self.broker.bootstrap
-            self.journal("stack.broker_started", bootstrap=self.bootstrap, pid=self.broker.pid)
+            kind = self.settings.broker
+            self.journal("stack.broker_started", bootstrap=self.bootstrap, pid=self.broker.pid, kind=kind)
         self.write_state()
         asyncio.run(
             ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)

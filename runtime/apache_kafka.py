@@ -1,0 +1,312 @@
+"""Apache Kafka (KRaft) as the local broker: fetched from Maven Central, started as a child process.
+
+``SOCIETY_BROKER=kafka`` picks it instead of Tansu (``runtime.broker``). The distribution is the pinned
+``org.apache.kafka:kafka_2.13`` with its runtime dependencies and a log4j binding, copied by Maven
+(``mvn dependency:copy-dependencies``, checksums verified: ``--strict-checksums``) into a cache folder,
+``~/.cache/molt-society/kafka-<version>`` unless ``SOCIETY_KAFKA_HOME`` names another;
+``python -m molt_society.runtime.apache_kafka fetch`` (run by ``make setup``) fills it once.
+
+One node is broker and controller at once, on two free loopback ports, with its log directory in the
+run's state folder (formatted on first use, kept afterwards: topics survive a restart of the broker).
+Settings are sized for a 2-core machine: two network and two I/O threads, a 512 MiB heap, 64 MiB
+segments, no delay before a group's first rebalance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from molt_society.runtime.broker import broker_silence, child_preexec, free_port, wait_for_port
+from molt_society.runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+KAFKA_VERSION = "4.1.1"
+LOG4J_VERSION = "2.25.3"
+_MAIN_JAR = f"kafka_2.13-{KAFKA_VERSION}.jar"
+
+_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>molt-society</groupId>
+  <artifactId>local-kafka</artifactId>
+  <version>{KAFKA_VERSION}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{KAFKA_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>{LOG4J_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
+      <version>{LOG4J_VERSION}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+_LOG4J = """status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+class KafkaMissing(RuntimeError):
+    """The Kafka distribution is not in its cache folder."""
+
+
+def kafka_home() -> Path:
+    """The cache folder of the pinned distribution (``SOCIETY_KAFKA_HOME`` overrides)."""
+    given = os.environ.get("SOCIETY_KAFKA_HOME")
+    if given:
+        return Path(given)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "molt-society" / f"kafka-{KAFKA_VERSION}"
+
+
+def libs_dir(home: Path | None = None) -> Path:
+    """The folder of the distribution's jars; raises ``KafkaMissing`` with the command that fetches it."""
+    libs = (home or kafka_home()) / "libs"
+    if not (libs / _MAIN_JAR).is_file():
+        raise KafkaMissing(
+            f"Apache Kafka {KAFKA_VERSION} is not in {libs}: run `python -m molt_society.runtime.apache_kafka"
+            " fetch` (make setup does) or pick the other broker with SOCIETY_BROKER=tansu"
+        )
+    return libs
+
+
+def fetch(home: Path | None = None, *, maven: str = "mvn") -> Path:
+    """Copy the pinned distribution from Maven Central into ``home`` (once; a complete copy is kept).
+
+    Maven resolves the dependencies and checks every download's checksum (``--strict-checksums``); the
+    jars land in a temporary folder first and are moved into place whole, so an interrupted fetch leaves
+    no half distribution that would pass for a complete one."""
+    home = home or kafka_home()
+    with contextlib.suppress(KafkaMissing):
+        return libs_dir(home)
+    if shutil.which(maven) is None:
+        raise KafkaMissing(f"{maven} is not installed: Apache Kafka is fetched from Maven Central with Maven")
+    home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=home) as tmp:
+        work = Path(tmp)
+        (work / "pom.xml").write_text(_POM)
+        cmd = [
+            maven,
+            "-B",
+            "-q",
+            "--strict-checksums",
+            "-f",
+            str(work / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={work / 'libs'}",
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not (work / "libs" / _MAIN_JAR).is_file():
+            raise KafkaMissing(
+                f"Maven could not fetch Apache Kafka {KAFKA_VERSION} (exit {done.returncode}):\n"
+                + (done.stdout + done.stderr)[-2000:]
+            )
+        (work / "libs").rename(home / "libs")
+    log.info("kafka.fetched", version=KAFKA_VERSION, home=str(home))
+    return home / "libs"
+
+
+def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+    """One KRaft node, broker and controller, on loopback, sized for two cores."""
+    return "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={data_dir / 'log'}",
+            "num.partitions=1",
+            "num.network.threads=2",
+            "num.io.threads=2",
+            "background.threads=2",
+            "num.recovery.threads.per.data.dir=1",
+            "log.segment.bytes=67108864",
+            "log.retention.check.interval.ms=60000",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=4",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=4",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=true",
+            "message.max.bytes=8388608",
+            "",
+        ]
+    )
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaMissing("java is not installed: Apache Kafka needs a Java runtime (OpenJDK 17 or later)")
+    return java
+
+
+def _jvm_args(libs: Path, config_dir: Path) -> list[str]:
+    return [
+        _java(),
+        "-Xms128m",
+        "-Xmx512m",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={config_dir / 'log4j2.properties'}",
+        "-cp",
+        f"{libs}/*",
+    ]
+
+
+def format_storage(libs: Path, config_dir: Path) -> None:
+    """Format the node's log directory (KRaft needs a cluster id) unless it holds a formatted log."""
+    props = config_dir / "server.properties"
+    meta = config_dir / "log" / "meta.properties"
+    if meta.is_file():
+        return
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cmd = [*_jvm_args(libs, config_dir), "kafka.tools.StorageTool", "format", "-t", cluster_id]
+    done = subprocess.run([*cmd, "-c", str(props)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"formatting the Kafka log directory failed: {(done.stdout + done.stderr)[-1500:]}"
+        )
+
+
+@dataclass
+class KafkaBroker:
+    """An Apache Kafka child process (one KRaft node); the interface of ``runtime.broker.LocalBroker``."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    controller_port: int
+    data_dir: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(
+        cls,
+        data_dir: Path,
+        log_file: Path | None = None,
+        port: int | None = None,
+        nice: int = 0,
+        die_with_parent: bool = True,
+        timeout: float = 60.0,
+    ) -> KafkaBroker:
+        """Start the node on ``port`` (a free one by default) with its log in ``data_dir``, formatted on
+        first use; ready once it answers a request. With ``die_with_parent`` it gets SIGTERM when this
+        process dies (``runtime.broker.child_preexec``: call from the main thread)."""
+        libs = libs_dir()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        port = port or free_port()
+        controller_port = free_port()
+        (data_dir / "server.properties").write_text(server_properties(data_dir, port, controller_port))
+        (data_dir / "log4j2.properties").write_text(_LOG4J)
+        format_storage(libs, data_dir)
+        out = open(log_file, "ab") if log_file else None  # noqa: SIM115
+        try:
+            proc = subprocess.Popen(
+                [*_jvm_args(libs, data_dir), "kafka.Kafka", str(data_dir / "server.properties")],
+                stdout=out if out is not None else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                preexec_fn=child_preexec(nice, die_with_parent),
+            )
+        finally:
+            if out is not None:
+                out.close()
+        broker = cls(proc, port, controller_port, data_dir)
+        try:
+            wait_for_port("127.0.0.1", port, timeout=timeout)
+            broker._wait_answering(time.monotonic() + timeout)
+        except (TimeoutError, RuntimeError):
+            broker.stop()
+            raise
+        log.info("broker.started", kind="kafka", bootstrap=broker.bootstrap, pid=proc.pid, data=str(data_dir))
+        return broker
+
+    def _wait_answering(self, deadline: float) -> None:
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"Apache Kafka exited with status {self.process.returncode} while starting"
+                )
+            why = asyncio.run(broker_silence(self.bootstrap, timeout=2.0))
+            if why is None:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Apache Kafka on {self.bootstrap} does not answer: {why}")
+            time.sleep(0.1)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exited(self) -> int | None:
+        """The broker's exit status if it exited (negative: killed by that signal), else None."""
+        return self.process.poll()
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown that closes the log cleanly), SIGKILL after 20 s."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGCONT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m molt_society.runtime.apache_kafka")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("fetch", help=f"copy Apache Kafka {KAFKA_VERSION} from Maven Central into its cache")
+    sub.add_parser("where", help="print the folder of the distribution's jars")
+    args = parser.parse_args(argv)
+    try:
+        libs = fetch() if args.command == "fetch" else libs_dir()
+    except KafkaMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(libs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""The local broker the stack starts when ``KAFKA_BOOTSTRAP`` is unset: Tansu (``runtime.broker``) or
+Apache Kafka (``runtime.apache_kafka``), as ``SOCIETY_BROKER`` says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from molt_society.runtime.apache_kafka import KafkaBroker
+from molt_society.runtime.broker import LocalBroker
+from molt_society.runtime.settings import Settings
+
+
+class Broker(Protocol):
+    """What the stack needs of a local broker child process."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def pid(self) -> int: ...
+
+    def exited(self) -> int | None: ...
+
+    def stop(self) -> None: ...
+
+
+def start_broker(settings: Settings, run_dir: Path, *, nice: int = 0, die_with_parent: bool = True) -> Broker:
+    """Start the local broker of ``settings.broker`` for the run in ``run_dir``: its output goes to
+    ``broker.log`` there, and Apache Kafka keeps its log directory in ``kafka/`` (kept between starts)."""
+    log_file = run_dir / "broker.log"
+    if settings.broker == "kafka":
+        return KafkaBroker.start(
+            run_dir / "kafka", log_file=log_file, nice=nice, die_with_parent=die_with_parent
+        )
+    return LocalBroker.start(log_file=log_file, nice=nice, die_with_parent=die_with_parent)

@@ -1,0 +1,49 @@
+"""The Apache Kafka distribution and node configuration (``runtime.apache_kafka``), without starting it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from molt_society.runtime.apache_kafka import KAFKA_VERSION, KafkaMissing, fetch, libs_dir, server_properties
+from molt_society.runtime.settings import Settings
+
+
+def test_a_missing_distribution_says_how_to_fetch_it(tmp_path: Path) -> None:
+    with pytest.raises(KafkaMissing) as err:
+        libs_dir(tmp_path)
+    assert "python -m molt_society.runtime.apache_kafka fetch" in str(err.value)
+    assert "SOCIETY_BROKER=tansu" in str(err.value)
+    with pytest.raises(KafkaMissing, match="not installed"):
+        fetch(tmp_path, maven="no-such-maven-here")
+    assert not (tmp_path / "libs").exists()  # nothing half-fetched passes for a distribution
+
+
+def test_a_complete_distribution_is_found_and_not_fetched_again(tmp_path: Path) -> None:
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").write_bytes(b"")
+    assert libs_dir(tmp_path) == libs
+    assert fetch(tmp_path, maven="no-such-maven-here") == libs
+
+
+def test_one_kraft_node_on_loopback_with_its_log_in_the_data_folder(tmp_path: Path) -> None:
+    props = dict(
+        line.split("=", 1) for line in server_properties(tmp_path, 19092, 19093).splitlines() if line
+    )
+    assert props["process.roles"] == "broker,controller"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19093"
+    assert props["log.dirs"] == str(tmp_path / "log")
+    assert props["offsets.topic.replication.factor"] == "1"
+
+
+def test_the_broker_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().broker == "tansu"
+    monkeypatch.setenv("SOCIETY_BROKER", "kafka")
+    assert Settings().broker == "kafka"
+    monkeypatch.setenv("SOCIETY_BROKER", "redpanda")
+    with pytest.raises(ValidationError):
+        Settings()
