@@ -162,7 +162,7 @@ def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
             "share.coordinator.state.topic.min.isr=1",
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true",
-            "message.max.bytes=8388608",
+            "message.max.bytes=16777216",  # records up to 16 MiB reach the pipeline, which dead-letters
             "",
         ]
     )
