@@ -213,6 +213,8 @@ class KafkaBroker:
     port: int
     controller_port: int
     data_dir: Path
+    log_file: Path | None = None
+    nice: int = 0
 
     @property
     def bootstrap(self) -> str:
@@ -231,10 +233,31 @@ class KafkaBroker:
         """Start the node on ``port`` (a free one by default) with its log in ``data_dir``, formatted on
         first use; ready once it answers a request. With ``die_with_parent`` it gets SIGTERM when this
         process dies (``runtime.broker.child_preexec``: call from the main thread)."""
+        broker = cls.spawn(data_dir, log_file, port or free_port(), free_port(), nice, die_with_parent)
+        try:
+            wait_for_port("127.0.0.1", broker.port, timeout=timeout)
+            broker._wait_answering(time.monotonic() + timeout)
+        except (TimeoutError, RuntimeError):
+            broker.stop()
+            raise
+        log.info(
+            "broker.started", kind="kafka", bootstrap=broker.bootstrap, pid=broker.pid, data=str(data_dir)
+        )
+        return broker
+
+    @classmethod
+    def spawn(
+        cls,
+        data_dir: Path,
+        log_file: Path | None,
+        port: int,
+        controller_port: int,
+        nice: int = 0,
+        die_with_parent: bool = True,
+    ) -> KafkaBroker:
+        """Start the process and return at once (``start`` waits until it answers)."""
         libs = libs_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
-        port = port or free_port()
-        controller_port = free_port()
         (data_dir / "server.properties").write_text(server_properties(data_dir, port, controller_port))
         (data_dir / "log4j2.properties").write_text(_LOG4J)
         format_storage(libs, data_dir)
@@ -249,15 +272,15 @@ class KafkaBroker:
         finally:
             if out is not None:
                 out.close()
-        broker = cls(proc, port, controller_port, data_dir)
-        try:
-            wait_for_port("127.0.0.1", port, timeout=timeout)
-            broker._wait_answering(time.monotonic() + timeout)
-        except (TimeoutError, RuntimeError):
-            broker.stop()
-            raise
-        log.info("broker.started", kind="kafka", bootstrap=broker.bootstrap, pid=proc.pid, data=str(data_dir))
-        return broker
+        return cls(proc, port, controller_port, data_dir, log_file, nice)
+
+    def respawn(self) -> KafkaBroker:
+        """The same node started again on its log directory and ports, after this process exited: the
+        topics and every acknowledged record are still there, and clients reconnect to the same address.
+        Returns at once; the node answers a few seconds later (``runtime.broker.broker_silence`` tells)."""
+        if self.process.poll() is None:
+            raise RuntimeError(f"the broker (pid {self.pid}) still runs")
+        return self.spawn(self.data_dir, self.log_file, self.port, self.controller_port, self.nice)
 
     def _wait_answering(self, deadline: float) -> None:
         while True:

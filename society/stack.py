@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from molt_society.runtime.apache_kafka import KafkaBroker
 from molt_society.runtime.broker import (
     broker_silence,
     child_preexec,
@@ -513,6 +514,7 @@ class Supervisor:
         self.awaiting_tick: list[tuple[str, float]] = []  # (what, since when) to be resolved by a tick
         self.broker_silent_since: float | None = None
         self._stall_said = False
+        self._renew_after: float | None = None  # a restarted Kafka: renew the clients once it answers
 
     async def run(self) -> None:
         self.stack.supervised = True
@@ -541,12 +543,66 @@ class Supervisor:
         broker = self.stack.broker
         if broker is None or (code := broker.exited()) is None:
             return
+        if isinstance(broker, KafkaBroker) and self._restart_kafka(broker, code):
+            return
         lost = BrokerLost(self.stack.bootstrap, broker.pid, code, time.time())
         self.stack.journal(
             "broker.lost", level="error", bootstrap=lost.bootstrap, pid=lost.pid, status=describe_exit(code)
         )
         self.say("error", str(lost))
         raise lost
+
+    def _restart_kafka(self, broker: KafkaBroker, code: int) -> bool:
+        """Start a local Apache Kafka that exited again, on its own log and ports: its topics and every
+        record it acknowledged are on disk, the children's clients reconnect to the same address, and the
+        society goes on from the log (nothing regenerated). False once it exited ``restart_limit`` times
+        within the restart window: it is then lost like Tansu."""
+        mono = time.monotonic()
+        history = self.history.setdefault("broker", deque())
+        while history and mono - history[0] > self.window:
+            history.popleft()
+        status = describe_exit(code)
+        if len(history) >= self.limit:
+            self.stack.journal(
+                "broker.gave_up", level="error", pid=broker.pid, status=status, restarts=len(history)
+            )
+            return False
+        history.append(mono)
+        new = broker.respawn()
+        self.stack.broker = new
+        self.stack.write_state()
+        self.stack.journal(
+            "broker.restarted",
+            level="warning",
+            previous_pid=broker.pid,
+            pid=new.pid,
+            status=status,
+            attempt=len(history),
+        )
+        self.say(
+            "warning",
+            f"the broker at {new.bootstrap} (Apache Kafka, pid {broker.pid}) {status}; restarted it on its "
+            f"log as pid {new.pid}: the topics are kept and the society goes on from them",
+        )
+        self.conditions["broker"] = f"the broker (Apache Kafka) {status}; restarted as pid {new.pid}"
+        self.awaiting_tick.append(("broker restart", time.time()))
+        self._renew_after = time.time()
+        return True
+
+    def _renew_clients(self) -> None:
+        """Stop (SIGTERM) every pipeline process whose Kafka clients lived through the broker's restart;
+        the supervision restarts each, and it rebuilds its state from the topics as after any restart. An
+        agent worker's clients could otherwise hang on a connection the old broker left half-open, its tick
+        never coming (seen with aiokafka 0.14 and Kafka 4.1)."""
+        renewed = []
+        for child in self.stack.children:
+            if child.role in ("sinks", "streams", "agents") and child.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.terminate()
+                renewed.append(f"{child.label} (pid {child.process.pid})")
+        self.stack.journal("broker.clients_renewed", processes=renewed)
+        if renewed:
+            self.say("info", "the restarted broker answers: restarting " + ", ".join(renewed) + " on it")
 
     async def _watch_broker(self) -> None:
         while True:
@@ -555,6 +611,9 @@ class Supervisor:
             error = await broker_silence(bootstrap, self.PROBE_TIMEOUT_S)
             now = time.time()
             if error is None:
+                if self._renew_after is not None and began > self._renew_after:
+                    self._renew_after = None
+                    self._renew_clients()
                 if self._stall_said and self.broker_silent_since is not None:
                     after = now - self.broker_silent_since
                     self.stack.journal("broker.answering_again", bootstrap=bootstrap, after_s=round(after, 1))

@@ -151,6 +151,7 @@ def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str)
         SOCIETY_SHARDS=str(SHARDS),
         SOCIETY_WINDOW_SECONDS="600",
         SOCIETY_DASHBOARD_PORT="0",
+        SOCIETY_BROKER=os.environ.get("SOCIETY_BROKER", "tansu"),  # SOCIETY_BROKER=kafka make test
     )
     env.update({f"SOCIETY_{k.upper()}": v for k, v in settings.items()})
     argv = [
@@ -398,7 +399,7 @@ def test_broker_sigkill_rebuilds_the_society_from_clickhouse_and_the_run_finishe
     """Tansu keeps topics in memory only: a killed broker takes the society's log with it. The run says so,
     rebuilds the society from what ClickHouse holds on a new broker (``society.recover``) and finishes;
     the stored events equal an uninterrupted in-process run of the same seed."""
-    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard")
+    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard", broker="tansu")
     run.wait_tick(KILL_AT)
     wait_stored_everywhere(run)
     broker = run.all_pids()["broker"]
@@ -429,6 +430,35 @@ def test_broker_sigkill_rebuilds_the_society_from_clickhouse_and_the_run_finishe
         f"{done[0]['resume_tick']}, {done[0]['history_events']:,} events of history) after "
         f"{done[0]['ts'] - kill_ts:.1f} s, a tick after {next_tick_ts - kill_ts:.1f} s"
     )
+    assert not (run.state_dir / "stack.json").exists()
+    assert_same_as_offline(run, TICKS)
+
+
+def test_a_killed_apache_kafka_is_restarted_on_its_log_and_the_run_finishes_whole(
+    tmp_path: Path, society_name: str
+) -> None:
+    """Apache Kafka keeps its topics on disk: a SIGKILLed local Kafka is started again on its log and
+    ports, the pipeline's processes are restarted on it once it answers, and the society goes on from the
+    log, not rebuilt from ClickHouse; the stored events equal an uninterrupted in-process run."""
+    run = start_run(tmp_path, society_name, TICKS, "--no-dashboard", broker="kafka")
+    run.wait_tick(KILL_AT)
+    broker = run.all_pids()["broker"]
+    kill_ts = time.time()
+    os.kill(broker[0], signal.SIGKILL)
+    rc = run.finish()
+    flat = " ".join(run.output.split())
+    assert rc == 0, run.output[-5000:]
+    said = rf"\(Apache Kafka, pid {broker[0]}\) was killed by SIGKILL; restarted it on its log as pid \d+"
+    assert re.search(said, flat), run.output[-3000:]
+    assert "Traceback" not in run.output
+    restarted = run.journal("broker.restarted")
+    assert [(r["previous_pid"], r["status"]) for r in restarted] == [(broker[0], "was killed by SIGKILL")]
+    assert run.journal("broker.lost") == []
+    assert run.journal("recover.done") == []  # nothing regenerated
+    renewed = run.journal("broker.clients_renewed")
+    assert len(renewed) == 1
+    assert renewed[0]["ts"] > restarted[0]["ts"]
+    print(f"\nApache Kafka SIGKILL: {recovery(run, kill_ts)}")
     assert not (run.state_dir / "stack.json").exists()
     assert_same_as_offline(run, TICKS)
 
