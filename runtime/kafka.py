@@ -19,7 +19,8 @@ session, heartbeat and rebalance timeouts of a group member), ``Rebalance`` (the
 the agent worker, the stream processor and the sink), ``WATERMARK_HEADERS`` / ``is_watermark`` /
 ``send_watermark`` (a watermark is a control record marked by a header, sent to every partition).
 
-The local Tansu broker has no idempotent producer, so no profile asks for one.
+Idempotence: the local Tansu broker has none, so a producer asks for it only where ``settings.idempotent``
+says (the local Apache Kafka, or ``SOCIETY_IDEMPOTENT_PRODUCER=true`` for a cluster).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from molt_society.runtime.settings import get_settings, idempotent
 from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role
 
 ProducerProfile = Literal["control", "actions", "bulk", "small"]
@@ -96,8 +98,12 @@ def member_session(timeout_ms: int) -> dict[str, Any]:
 
 
 def producer(bootstrap: str, profile: ProducerProfile = "bulk", **overrides: Any) -> AIOKafkaProducer:
-    """A producer of ``profile`` (not started)."""
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **{**PRODUCERS[profile], **overrides})
+    """A producer of ``profile`` (not started); idempotent where the broker has it (``settings.idempotent``:
+    the local Apache Kafka), so that a send retried over a broker's restart is stored once."""
+    kwargs = {**PRODUCERS[profile], **overrides}
+    if idempotent(get_settings()):
+        kwargs.setdefault("enable_idempotence", True)
+    return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
 
 
 def consumer(

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
         description="the local broker started when KAFKA_BOOTSTRAP is unset: Tansu (in memory) or Apache"
         " Kafka (KRaft, its log in the run's state folder; fetched by make setup)",
     )
+    idempotent_producer: bool | None = Field(
+        default=None,
+        description="producers ask the broker for idempotence (no duplicate on a retried send); unset: with"
+        " the local Apache Kafka only (Tansu 0.6.0 has none)",
+    )
     state_dir: Path = Path(".society")
     society: str = "demo"
 
@@ -264,6 +269,13 @@ class Settings(BaseSettings):
         if self.clickhouse_url.startswith("chdb://"):
             return Path(self.clickhouse_url.removeprefix("chdb://"))
         return None
+
+
+def idempotent(settings: Settings) -> bool:
+    """Whether this process's producers ask for idempotence (``idempotent_producer``)."""
+    if settings.idempotent_producer is not None:
+        return settings.idempotent_producer
+    return settings.broker == "kafka" and not settings.kafka_bootstrap
 
 
 @lru_cache(maxsize=1)

@@ -47,3 +47,37 @@ def test_the_broker_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOCIETY_BROKER", "redpanda")
     with pytest.raises(ValidationError):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, False),  # Tansu 0.6.0 has no idempotent producer
+        ({"SOCIETY_BROKER": "kafka"}, True),
+        ({"SOCIETY_BROKER": "kafka", "KAFKA_BOOTSTRAP": "k1:9092"}, False),  # a cluster: its owner says
+        ({"KAFKA_BOOTSTRAP": "k1:9092", "SOCIETY_IDEMPOTENT_PRODUCER": "true"}, True),
+        ({"SOCIETY_BROKER": "kafka", "SOCIETY_IDEMPOTENT_PRODUCER": "false"}, False),
+    ],
+)
+def test_producers_are_idempotent_where_the_broker_is(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: bool
+) -> None:
+    import asyncio
+
+    from molt_society.runtime import kafka
+    from molt_society.runtime.settings import get_settings
+
+    for key in ("SOCIETY_BROKER", "KAFKA_BOOTSTRAP", "SOCIETY_IDEMPOTENT_PRODUCER"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    try:
+
+        async def made() -> bool:
+            p = kafka.producer("127.0.0.1:9", "actions")
+            return p._txn_manager is not None  # aiokafka keeps a sequence manager only when idempotent
+
+        assert asyncio.run(made()) is expected
+    finally:
+        get_settings.cache_clear()
