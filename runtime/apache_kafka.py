@@ -133,13 +133,32 @@ def fetch(home: Path | None = None, *, maven: str = "mvn") -> Path:
     return home / "libs"
 
 
-def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
-    """One KRaft node, broker and controller, on loopback, sized for two cores."""
+@dataclass(frozen=True)
+class Node:
+    """One KRaft node's place in its cluster: its id, ports, the controller quorum and replication."""
+
+    port: int
+    controller_port: int
+    node_id: int = 1
+    voters: str = ""  # "1@127.0.0.1:p1,2@...": empty for a single node (itself)
+    replication: int = 1  # of the internal topics (offsets, transactions)
+
+    @property
+    def quorum(self) -> str:
+        return self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}"
+
+
+def server_properties(data_dir: Path, port: int, controller_port: int, node: Node | None = None) -> str:
+    """A KRaft node, broker and controller, on loopback, sized for two cores (one node unless ``node``
+    places it in a cluster: then its internal topics have ``node.replication`` replicas, two in sync)."""
+    node = node or Node(port, controller_port)
+    rf = node.replication
+    isr = max(1, rf - 1)
     return "\n".join(
         [
             "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+            f"node.id={node.node_id}",
+            f"controller.quorum.voters={node.quorum}",
             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
             "controller.listener.names=CONTROLLER",
@@ -151,18 +170,22 @@ def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
             "num.io.threads=2",
             "background.threads=2",
             "num.recovery.threads.per.data.dir=1",
+            "num.replica.fetchers=1",
             "log.segment.bytes=67108864",
             "log.retention.check.interval.ms=60000",
-            "offsets.topic.replication.factor=1",
+            f"default.replication.factor={rf}",
+            f"min.insync.replicas={isr}",
+            f"offsets.topic.replication.factor={rf}",
             "offsets.topic.num.partitions=4",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
+            f"transaction.state.log.replication.factor={rf}",
+            f"transaction.state.log.min.isr={isr}",
             "transaction.state.log.num.partitions=4",
-            "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1",
+            f"share.coordinator.state.topic.replication.factor={rf}",
+            f"share.coordinator.state.topic.min.isr={isr}",
             "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=true",
             "message.max.bytes=16777216",  # records up to 16 MiB reach the pipeline, which dead-letters
+            "replica.fetch.max.bytes=16777216",
             "",
         ]
     )
@@ -190,13 +213,19 @@ def _jvm_args(libs: Path, config_dir: Path) -> list[str]:
     ]
 
 
-def format_storage(libs: Path, config_dir: Path) -> None:
-    """Format the node's log directory (KRaft needs a cluster id) unless it holds a formatted log."""
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def format_storage(libs: Path, config_dir: Path, cluster_id: str | None = None) -> None:
+    """Format the node's log directory (KRaft needs a cluster id, the same on every node of a cluster)
+    unless it holds a formatted log."""
     props = config_dir / "server.properties"
     meta = config_dir / "log" / "meta.properties"
     if meta.is_file():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = cluster_id or new_cluster_id()
     cmd = [*_jvm_args(libs, config_dir), "kafka.tools.StorageTool", "format", "-t", cluster_id]
     done = subprocess.run([*cmd, "-c", str(props)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -215,6 +244,7 @@ class KafkaBroker:
     data_dir: Path
     log_file: Path | None = None
     nice: int = 0
+    node: Node | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -254,13 +284,16 @@ class KafkaBroker:
         controller_port: int,
         nice: int = 0,
         die_with_parent: bool = True,
+        node: Node | None = None,
+        cluster_id: str | None = None,
     ) -> KafkaBroker:
         """Start the process and return at once (``start`` waits until it answers)."""
         libs = libs_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "server.properties").write_text(server_properties(data_dir, port, controller_port))
+        props = server_properties(data_dir, port, controller_port, node)
+        (data_dir / "server.properties").write_text(props)
         (data_dir / "log4j2.properties").write_text(_LOG4J)
-        format_storage(libs, data_dir)
+        format_storage(libs, data_dir, cluster_id)
         out = open(log_file, "ab") if log_file else None  # noqa: SIM115
         try:
             proc = subprocess.Popen(
@@ -272,7 +305,7 @@ class KafkaBroker:
         finally:
             if out is not None:
                 out.close()
-        return cls(proc, port, controller_port, data_dir, log_file, nice)
+        return cls(proc, port, controller_port, data_dir, log_file, nice, node)
 
     def respawn(self) -> KafkaBroker:
         """The same node started again on its log directory and ports, after this process exited: the
@@ -280,7 +313,14 @@ class KafkaBroker:
         Returns at once; the node answers a few seconds later (``runtime.broker.broker_silence`` tells)."""
         if self.process.poll() is None:
             raise RuntimeError(f"the broker (pid {self.pid}) still runs")
-        return self.spawn(self.data_dir, self.log_file, self.port, self.controller_port, self.nice)
+        return self.spawn(
+            self.data_dir, self.log_file, self.port, self.controller_port, self.nice, node=self.node
+        )
+
+    def wait_answering(self, timeout: float = 60.0) -> None:
+        """Block until the node answers a request (RuntimeError if it exits meanwhile)."""
+        wait_for_port("127.0.0.1", self.port, timeout=timeout)
+        self._wait_answering(time.monotonic() + timeout)
 
     def _wait_answering(self, deadline: float) -> None:
         while True:
@@ -314,6 +354,46 @@ class KafkaBroker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+@dataclass
+class KafkaCluster:
+    """``n`` KRaft nodes on loopback, each broker and controller (a quorum of ``n`` voters), with
+    ``replication`` replicas of the internal topics and two in sync: what ``docker/compose.yaml``'s
+    brokers run, here as child processes (``tests/integration/test_kafka_cluster.py``)."""
+
+    nodes: list[KafkaBroker]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @classmethod
+    def start(cls, root: Path, n: int = 3, timeout: float = 90.0) -> KafkaCluster:
+        ports = [(free_port(), free_port()) for _ in range(n)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+        cluster_id = new_cluster_id()
+        nodes: list[KafkaBroker] = []
+        try:
+            for i, (port, controller) in enumerate(ports):
+                node = Node(port, controller, i + 1, voters, replication=min(3, n))
+                data = root / f"node-{i + 1}"
+                log_file = root / f"node-{i + 1}.log"
+                nodes.append(
+                    KafkaBroker.spawn(data, log_file, port, controller, node=node, cluster_id=cluster_id)
+                )
+            for b in nodes:  # a quorum forms only once most voters run: start all, then wait
+                b.wait_answering(timeout)
+        except BaseException:
+            for b in nodes:
+                b.stop()
+            raise
+        log.info("kafka.cluster_started", bootstrap=",".join(b.bootstrap for b in nodes))
+        return cls(nodes)
+
+    def stop(self) -> None:
+        for b in self.nodes:
+            b.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

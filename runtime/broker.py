@@ -247,14 +247,18 @@ def topic_partitions(partitions: int, shards: int) -> dict[Role, int]:
     }
 
 
-async def ensure_topics(bootstrap: str, society: str, partitions: int, shards: int) -> None:
-    """Create the society's topics if they do not exist (replication 1 locally; more on a cluster)."""
+async def ensure_topics(
+    bootstrap: str, society: str, partitions: int, shards: int, replication: int = 1
+) -> None:
+    """Create the society's topics if they do not exist, with ``replication`` replicas (``Settings``:
+    1 on the local broker; on a cluster of 3, 3 with two in sync: ``min.insync.replicas``)."""
+    configs = {"min.insync.replicas": str(max(1, replication - 1))} if replication > 1 else {}
     admin = kafka.admin(bootstrap)  # requests time out after 15 s
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         new = [
-            NewTopic(topic_name(society, role), n, 1)
+            NewTopic(topic_name(society, role), n, replication, topic_configs=configs)
             for role, n in topic_partitions(partitions, shards).items()
             if topic_name(society, role) not in existing
         ]

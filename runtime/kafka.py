@@ -41,6 +41,10 @@ GroupRole = Literal["agents", "streams", "sink", "aggregate"]
 # society.trim); it has no entry in GROUP_TOPICS (its lag is not reported)
 
 MIB = 1 << 20
+METADATA_MAX_AGE_MS = 5_000
+"""How old a client's cluster metadata may get: a partition whose leader died is led by another broker of a
+cluster once the controller fences the dead one (9 s), and a client learns it at its next metadata
+refresh. aiokafka's default (5 min) kept clients retrying the dead broker that long (aiokafka 0.14)."""
 SNAPSHOT_FETCH_BYTES = 8 * MIB  # one partition's fetch: a snapshot chunk and its framing fit
 
 PRODUCERS: dict[str, dict[str, Any]] = {
@@ -100,7 +104,7 @@ def member_session(timeout_ms: int) -> dict[str, Any]:
 def producer(bootstrap: str, profile: ProducerProfile = "bulk", **overrides: Any) -> AIOKafkaProducer:
     """A producer of ``profile`` (not started); idempotent where the broker has it (``settings.idempotent``:
     the local Apache Kafka), so that a send retried over a broker's restart is stored once."""
-    kwargs = {**PRODUCERS[profile], **overrides}
+    kwargs = {"metadata_max_age_ms": METADATA_MAX_AGE_MS, **PRODUCERS[profile], **overrides}
     if idempotent(get_settings()):
         kwargs.setdefault("enable_idempotence", True)
     return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
@@ -118,7 +122,7 @@ def consumer(
         raise ValueError(f"a {profile!r} consumer needs a group id")
     if profile not in ("member", "offsets") and group is not None:
         raise ValueError(f"a {profile!r} consumer belongs to no group (got {group!r})")
-    kwargs: dict[str, Any] = {**CONSUMERS[profile], **overrides}
+    kwargs: dict[str, Any] = {"metadata_max_age_ms": METADATA_MAX_AGE_MS, **CONSUMERS[profile], **overrides}
     if group is not None:
         kwargs["group_id"] = group
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)

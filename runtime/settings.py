@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     # --- topics ------------------------------------------------------------------------------
     partitions: int = Field(default=4, ge=1, le=256)
     shards: int = Field(default=8, ge=1, le=1024, description="agent shards = partitions of the ticks topic")
+    replication: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="replicas of each topic the stack creates (a cluster: 3, two in sync)",
+    )
 
     # --- validation -------------------------------------------------------------------------
     max_event_bytes: int = Field(default=64 * 1024, ge=1024)

@@ -109,7 +109,7 @@ def rebuild(stack: LocalStack) -> Recovery:
     stack.broker = start_broker(stack.settings, stack.run_dir, nice=stack.nice)
     stack.bootstrap = stack.broker.bootstrap
     s = stack.settings
-    asyncio.run(ensure_topics(stack.bootstrap, stack.society, s.partitions, s.shards))
+    asyncio.run(ensure_topics(stack.bootstrap, stack.society, s.partitions, s.shards, s.replication))
     stack.children.clear()
     for role in roles:
         stack.spawn(role)

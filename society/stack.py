@@ -254,7 +254,13 @@ class LocalStack:
             self.journal("stack.broker_started", bootstrap=self.bootstrap, pid=self.broker.pid, kind=kind)
         self.write_state()
         asyncio.run(
-            ensure_topics(self.bootstrap, self.society, self.settings.partitions, self.settings.shards)
+            ensure_topics(
+                self.bootstrap,
+                self.society,
+                self.settings.partitions,
+                self.settings.shards,
+                self.settings.replication,
+            )
         )
         self.journal("stack.topics_created", bootstrap=self.bootstrap)
         self.spawn("sinks")

@@ -44,7 +44,7 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
         processing_guarantee="at_least_once",
         web_enabled=False,
         topic_partitions=1,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.replication,
         consumer_auto_offset_reset="earliest",
         store="memory://",
         datadir=data_dir,
@@ -52,6 +52,8 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
         broker_commit_every=100,
         broker_commit_interval=0.5,
         stream_wait_empty=False,
+        consumer_metadata_max_age_ms=kafka.METADATA_MAX_AGE_MS,
+        producer_metadata_max_age_ms=kafka.METADATA_MAX_AGE_MS,
     )
     partials_topic = app.topic(
         topic_name(society, Role.PARTIALS), value_serializer="raw", key_serializer="raw"
