@@ -221,8 +221,10 @@ class AgentWorker:
             await asyncio.gather(*futures)
             offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
             owned = consumer.assignment()
+            mine = {tp: o for tp, o in offsets.items() if tp in owned}
             try:
-                await consumer.commit({tp: o for tp, o in offsets.items() if tp in owned})
+                if mine:  # none left after a rebalance: the new owners act on them (aiokafka refuses {})
+                    await consumer.commit(mine)
             except (CommitFailedError, IllegalStateError) as exc:
                 # the group moved these partitions meanwhile: their new owner acts on the ticks again,
                 # and the regenerated events carry the same ids (dropped downstream as duplicates)
