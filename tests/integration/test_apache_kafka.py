@@ -34,6 +34,14 @@ def test_a_society_on_apache_kafka_stores_the_offline_societys_events(
     assert len(stored) == len(set(stored))
     assert set(stored) == offline_ids(s, society_name, 25)
 
+    # the same society run again in the same state folder (a second `make demo`): its topics start empty,
+    # as on Tansu, instead of holding the first run's records
+    again = s.model_copy(update={"clickhouse_url": f"chdb://{tmp_path / 'clickhouse-again'}"})
+    with running_stack(again, society_name) as stack:
+        run_ticks(stack, 25)
+        second = [r[0] for r in sql(stack, f"SELECT event_id FROM events WHERE society = '{society_name}'")]
+    assert sorted(second) == sorted(stored)
+
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     admin = kafka.admin(bootstrap)
