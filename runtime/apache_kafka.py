@@ -20,7 +20,6 @@ import base64
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from molt_society.runtime.broker import broker_silence, child_preexec, free_port, wait_for_port
+from molt_society.runtime.broker import broker_silence, child_preexec, free_port, stop_process, wait_for_port
 from molt_society.runtime.logs import get_logger
 
 log = get_logger(__name__)
@@ -345,15 +344,7 @@ class KafkaBroker:
 
     def stop(self) -> None:
         """SIGTERM (a controlled shutdown that closes the log cleanly), SIGKILL after 20 s."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGCONT)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=20)
 
 
 @dataclass

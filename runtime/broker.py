@@ -166,6 +166,19 @@ def pid_alive(pid: int, start_time: int | None = None) -> bool:
     return True  # pragma: no cover
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM a broker process (and SIGCONT, so that a stopped one handles it), SIGKILL after ``timeout``."""
+    if process.poll() is None:
+        process.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGCONT)  # a stopped (SIGSTOP) broker handles SIGTERM now
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @dataclass
 class LocalBroker:
     """A Tansu broker child process."""
@@ -221,15 +234,7 @@ class LocalBroker:
         return self.process.poll()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGCONT)  # a stopped (SIGSTOP) broker handles SIGTERM now
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=10)
 
 
 def topic_partitions(partitions: int, shards: int) -> dict[Role, int]:
