@@ -1,11 +1,11 @@
 """What a benchmark of the pipeline runs on: a work directory, one broker, and the stack's own processes.
 
-``Harness`` starts the broker (a local Tansu unless ``KAFKA_BOOTSTRAP`` names one), starts the sink and the
-stream workers as ``society run`` starts them (``python -m molt_society.<role>``, configured by the
-environment that ``society.stack.settings_env`` writes) with their logs and temporary files in the work
-directory, waits for them to work (a probe event all the way into ClickHouse), follows the stored rows
-through the sink's ``/health``, and stops everything and removes the work directory at the end. Peak RSS
-and CPU of the processes it is told to track are sampled throughout (``RssMonitor``).
+``Harness`` starts the broker (the local one of ``SOCIETY_BROKER`` unless ``KAFKA_BOOTSTRAP`` names one),
+starts the sink and the stream workers as ``society run`` starts them (``python -m molt_society.<role>``,
+configured by the environment that ``society.stack.settings_env`` writes) with their logs and temporary
+files in the work directory, waits for them to work (a probe event all the way into ClickHouse), follows
+the stored rows through the sink's ``/health``, and stops everything and removes the work directory at the
+end. Peak RSS and CPU of the processes it is told to track are sampled throughout (``RssMonitor``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rich.console import Console
 
 from molt_society.bench.processes import Children, RssMonitor
 from molt_society.runtime import kafka
-from molt_society.runtime.broker import LocalBroker
+from molt_society.runtime.brokers import Broker, start_broker
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
@@ -65,17 +65,18 @@ class Harness:
         self.state_dir = self.tmp / "state"
         self.children = Children(self.tmp)
         self.monitor = RssMonitor()
-        self.broker: LocalBroker | None = None
+        self.broker: Broker | None = None
         self.bootstrap = ""
 
     def start_broker(self) -> str:
-        """The broker of ``KAFKA_BOOTSTRAP``, else a local Tansu (its memory tracked as ``broker``)."""
+        """The broker of ``KAFKA_BOOTSTRAP``, else the local broker of ``SOCIETY_BROKER`` (Tansu or Apache
+        Kafka, its memory tracked as ``broker``)."""
         if self.settings.kafka_bootstrap:
             self.bootstrap = self.settings.kafka_bootstrap
         else:
-            self.broker = LocalBroker.start(log_file=self.tmp / "broker.log")
+            self.broker = start_broker(self.settings, self.tmp)
             self.bootstrap = self.broker.bootstrap
-            self.monitor.track("broker", self.broker.process.pid)
+            self.monitor.track("broker", self.broker.pid)
         return self.bootstrap
 
     def env(self, **overrides: Any) -> dict[str, str]:

@@ -593,6 +593,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="Markdown report to write (default BENCHMARKS.md; not written by default with --skip)",
     )
     parser.add_argument("--no-write", action="store_true", help="print only, do not write the report")
+    parser.add_argument("--json", type=Path, default=None, help="also write the stages' figures here as JSON")
     parser.add_argument("--profile", action="store_true", help="py-spy the stream worker during stage 3")
     parser.add_argument("--profile-out", type=Path, default=None, help="keep the raw py-spy profile here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
@@ -651,6 +652,12 @@ def main(argv: list[str] | None = None) -> int:
         output = args.output or REPO / "BENCHMARKS.md"
         write_markdown(run, output)
         err.print(f"wrote {output}")
+    if args.json is not None:
+        stages = {
+            k: {"events": s.events, "seconds": s.seconds, "rate": s.rate, "error": s.error}
+            for k, s in run.stages.items()
+        }
+        args.json.write_bytes(orjson.dumps({"stages": stages, "memory": run.memory.peak}))
     failed = [s.key for s in run.stages.values() if s.error] + (["latency"] if run.latency.error else [])
     return 1 if failed else 0
 

@@ -9,7 +9,9 @@
 One node is broker and controller at once, on two free loopback ports, with its log directory in the
 run's state folder (formatted on first use, kept afterwards: topics survive a restart of the broker).
 Settings are sized for a 2-core machine: two network and two I/O threads, a 512 MiB heap, 64 MiB
-segments, no delay before a group's first rebalance.
+segments, no delay before a group's first rebalance. Records are kept until the society's trimmer deletes
+what every reader has passed (``society.trim``, DeleteRecords, on by default with this broker); no
+retention by age or size, which could delete what a stopped reader still needs.
 """
 
 from __future__ import annotations
@@ -171,6 +173,10 @@ def server_properties(data_dir: Path, port: int, controller_port: int, node: Nod
             "num.recovery.threads.per.data.dir=1",
             "num.replica.fetchers=1",
             "log.segment.bytes=67108864",
+            # no retention by age or size: records go when every reader has passed them (society.trim,
+            # DeleteRecords); a time limit would delete what a slow or stopped reader still needs
+            "log.retention.ms=-1",
+            "log.retention.bytes=-1",
             "log.retention.check.interval.ms=60000",
             f"default.replication.factor={rf}",
             f"min.insync.replicas={isr}",

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from molt_society.runtime import kafka
 from molt_society.schemas.topics import Role, topic_name
@@ -39,6 +40,8 @@ class LagReader:
             **({"client_id": client_id} if client_id else {}),
         }
         self._fetcher: AIOKafkaConsumer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._partitions: dict[str, int] = {}  # partition counts never change in a run
         self._groups: dict[str, AIOKafkaConsumer] = {}
         self._hw: dict[TopicPartition, int] = {}
 
@@ -56,8 +59,8 @@ class LagReader:
             self._fetcher = c
         c = self._fetcher
         names = topics if topics is not None else [topic_name(self.society, r) for r in Role]
-        await c.topics()  # refreshes metadata; raises when the broker does not answer
-        tps = [TopicPartition(t, p) for t in names for p in sorted(c.partitions_for_topic(t) or ())]
+        counts = await self.partition_counts(names)  # raises when the broker does not answer
+        tps = [TopicPartition(t, p) for t in names for p in range(counts.get(t, 0))]
         if not tps:
             return {}
         if set(tps) != c.assignment():
@@ -78,6 +81,21 @@ class LagReader:
             raise TimeoutError("no fetch answer for every partition")
         self._hw.update(seen)
         return seen
+
+    async def partition_counts(self, topics: list[str]) -> dict[str, int]:
+        """Partitions of each of ``topics`` that exists (DescribeTopics; a consumer's metadata lists only
+        the topics it reads on Apache Kafka)."""
+        missing = [t for t in topics if t not in self._partitions]
+        if missing:
+            if self._admin is None:
+                admin = kafka.admin(self.bootstrap, timeout_s=self.timeout)
+                await admin.start()
+                self._admin = admin
+            for meta in await self._admin.describe_topics(missing):
+                parts = meta.get("partitions")
+                if meta.get("error_code", 0) == 0 and parts:
+                    self._partitions[str(meta["topic"])] = len(parts)
+        return {t: self._partitions[t] for t in topics if t in self._partitions}
 
     async def committed(self, group: str, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The offsets ``group`` committed on ``tps`` (None where it committed nothing)."""
@@ -103,7 +121,11 @@ class LagReader:
             if c is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(c.stop(), 5)
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._admin.close(), 5)
         self._fetcher = None
+        self._admin = None
         self._groups = {}
 
 

@@ -146,8 +146,9 @@ class Settings(BaseSettings):
     # --- topic trimming (society.trim) --------------------------------------------------------
     trim: bool | None = Field(
         default=None,
-        description="delete records every reader has passed (DeleteRecords; off unless true: the local "
-        "Tansu 0.6.0 broker cannot delete records, and a Kafka cluster has its own retention)",
+        description="delete records every reader has passed (DeleteRecords); default: on with the local "
+        "Apache Kafka, off with Tansu 0.6.0 (cannot delete records) and with KAFKA_BOOTSTRAP (a cluster has "
+        "its own retention)",
     )
     trim_interval_seconds: float = Field(
         default=10.0, gt=0, le=3600, description="seconds between two rounds of the topic trimmer"

@@ -160,9 +160,12 @@ def _role_of(society: str, topic: str) -> Role | None:
 
 
 def trim_enabled(settings: Settings) -> bool:
-    """``SOCIETY_TRIM``; off by default: the bundled local broker (Tansu 0.6.0) cannot delete records, and
-    a Kafka cluster has its own retention, configured by whoever runs it."""
-    return bool(settings.trim)
+    """``SOCIETY_TRIM``; by default on with the local Apache Kafka (whose topics keep every record until
+    trimmed: ``log.retention.ms=-1``), off with the local Tansu 0.6.0 (which cannot delete records) and with
+    ``KAFKA_BOOTSTRAP`` (a cluster has its own retention, configured by whoever runs it)."""
+    if settings.trim is not None:
+        return settings.trim
+    return settings.broker == "kafka" and not settings.kafka_bootstrap
 
 
 def load_needed_offsets() -> NeededOffsets | None:

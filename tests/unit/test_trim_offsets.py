@@ -91,11 +91,15 @@ def test_rebuild_topics_follow_needed_offsets_and_the_sink() -> None:
     }
 
 
-def test_trim_is_off_unless_asked_for() -> None:
-    """The bundled Tansu cannot delete records and a Kafka cluster has its own retention: only
-    ``SOCIETY_TRIM=true`` starts the trimmer."""
-    assert trim_enabled(Settings(kafka_bootstrap=None, trim=True)) is True
-    assert trim_enabled(Settings(kafka_bootstrap=None)) is False
-    assert trim_enabled(Settings(kafka_bootstrap="kafka:9092")) is False
+def test_trim_is_on_by_default_only_with_the_local_kafka() -> None:
+    """The bundled Tansu cannot delete records and a Kafka cluster has its own retention: there only
+    ``SOCIETY_TRIM=true`` starts the trimmer; the local Apache Kafka keeps every record until trimmed, so
+    there it is on unless ``SOCIETY_TRIM=false``."""
+    assert trim_enabled(Settings(kafka_bootstrap=None, broker="tansu", trim=True)) is True
+    assert trim_enabled(Settings(kafka_bootstrap=None, broker="tansu")) is False
+    assert trim_enabled(Settings(kafka_bootstrap="kafka:9092", broker="tansu")) is False
+    assert trim_enabled(Settings(kafka_bootstrap="kafka:9092", broker="kafka")) is False
     assert trim_enabled(Settings(kafka_bootstrap="kafka:9092", trim=True)) is True
-    assert trim_enabled(Settings(kafka_bootstrap=None, trim=False)) is False
+    assert trim_enabled(Settings(kafka_bootstrap=None, broker="tansu", trim=False)) is False
+    assert trim_enabled(Settings(kafka_bootstrap=None, broker="kafka")) is True
+    assert trim_enabled(Settings(kafka_bootstrap=None, broker="kafka", trim=False)) is False
