@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -196,6 +197,17 @@ def server_properties(data_dir: Path, port: int, controller_port: int, node: Nod
     )
 
 
+def _silence(bootstrap: str) -> str | None:
+    """``broker_silence`` from synchronous code, also where an event loop runs in this thread (then in a
+    thread of its own: a caller starting a broker from a coroutine blocks its loop until it answers)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(broker_silence(bootstrap, timeout=2.0))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, broker_silence(bootstrap, timeout=2.0)).result()
+
+
 def _java() -> str:
     java = shutil.which("java")
     if java is None:
@@ -219,8 +231,13 @@ def _jvm_args(libs: Path, config_dir: Path) -> list[str]:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, never starting with ``-``
+    (which ``kafka-storage format -t`` would read as an option; Kafka's own ``Uuid.randomUuid`` draws
+    again for the same reason)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def format_storage(libs: Path, config_dir: Path, cluster_id: str | None = None) -> None:
@@ -333,7 +350,7 @@ class KafkaBroker:
                 raise RuntimeError(
                     f"Apache Kafka exited with status {self.process.returncode} while starting"
                 )
-            why = asyncio.run(broker_silence(self.bootstrap, timeout=2.0))
+            why = _silence(self.bootstrap)
             if why is None:
                 return
             if time.monotonic() > deadline:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from molt_society.runtime.apache_kafka import KAFKA_VERSION, KafkaMissing, fetch, libs_dir, server_properties
+from molt_society.runtime.apache_kafka import (
+    KAFKA_VERSION,
+    KafkaMissing,
+    fetch,
+    libs_dir,
+    new_cluster_id,
+    server_properties,
+)
 from molt_society.runtime.settings import Settings
 
 
@@ -81,3 +89,12 @@ def test_producers_are_idempotent_where_the_broker_is(
         assert asyncio.run(made()) is expected
     finally:
         get_settings.cache_clear()
+
+
+def test_cluster_ids_never_read_as_an_option() -> None:
+    """``kafka-storage format -t ID``: an id starting with ``-`` (1 in 64 of URL-safe base64) is taken for
+    an option and formatting fails; every id is 22 characters of URL-safe base64 (16 bytes)."""
+    ids = [new_cluster_id() for _ in range(5000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 and re.fullmatch(r"[A-Za-z0-9_-]+", i) for i in ids)
+    assert len(set(ids)) == len(ids)
