@@ -142,7 +142,10 @@ def _tail(path: Path, size: int) -> str:
         return f"({exc})"
 
 
-def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str) -> Run:
+def start_run(
+    tmp: Path, society: str, ticks: int, *extra: str, bootstrap: str | None = None, **settings: str
+) -> Run:
+    """``society run`` of ``society`` on its own local broker, or on the cluster at ``bootstrap``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SOCIETY_", "KAFKA_", "CLICKHOUSE_"))}
     env.update(
         SOCIETY_STATE_DIR=str(tmp / "state"),
@@ -154,6 +157,8 @@ def start_run(tmp: Path, society: str, ticks: int, *extra: str, **settings: str)
         SOCIETY_BROKER=os.environ.get("SOCIETY_BROKER", "tansu"),  # SOCIETY_BROKER=kafka make test
     )
     env.update({f"SOCIETY_{k.upper()}": v for k, v in settings.items()})
+    if bootstrap is not None:
+        env["KAFKA_BOOTSTRAP"] = bootstrap
     argv = [
         sys.executable,
         "-m",

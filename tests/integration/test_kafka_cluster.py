@@ -2,7 +2,10 @@
 with 3 replicas, 2 in sync) that lose one: every acknowledged record stays readable, new records are
 acknowledged by the two left, and the broker started again on its log catches up.
 
-(A whole society on this cluster with one broker killed mid-run does not finish yet: issue 25.)
+A society on such a cluster (``society run`` with ``KAFKA_BOOTSTRAP`` naming it, 2 stream and 2 agent
+workers) whose streams group coordinator is SIGKILLed mid-run: the run finishes by itself, its stored
+events equal the in-process run of the same seed (none lost, none stored twice), nothing is rebuilt from
+ClickHouse, and the broker started again on its log is back in sync on every partition of the society.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 from aiokafka.admin import NewTopic
 from aiokafka.errors import KafkaError
 from stack_helpers import read_topic
+from test_faults import KILL_AT, TICKS, assert_same_as_offline, start_run
 
 from molt_society.runtime import kafka
 from molt_society.runtime.apache_kafka import KafkaCluster
@@ -25,6 +29,27 @@ from molt_society.runtime.apache_kafka import KafkaCluster
 pytestmark = pytest.mark.integration
 BOUND_S = 60.0
 """A bound so a cluster that never recovers fails the test instead of hanging it; not a figure."""
+
+
+async def _coordinator(bootstrap: str, group: str) -> int:
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        return int(await admin.find_coordinator(group))
+    finally:
+        await admin.close()
+
+
+async def _out_of_sync(bootstrap: str, prefix: str, node: int) -> list[str]:
+    """The partitions of the topics named ``prefix...`` whose in-sync replicas lack ``node``."""
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        topics = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        meta = await admin.describe_topics(topics)
+    finally:
+        await admin.close()
+    return [f"{t['topic']}:{p['partition']}" for t in meta for p in t["partitions"] if node not in p["isr"]]
 
 
 async def _isr(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
@@ -96,6 +121,46 @@ def test_a_cluster_that_loses_a_broker_keeps_every_record_and_the_broker_catches
         _until(
             lambda: all(isr == [1, 2, 3] for _, isr in asyncio.run(_isr(alive, "kept")).values()),
             "the restarted broker did not catch up",
+        )
+    finally:
+        cluster.stop()
+
+
+def test_a_society_on_a_cluster_that_loses_a_broker_loses_and_duplicates_nothing(
+    tmp_path: Path, society_name: str
+) -> None:
+    cluster = KafkaCluster.start(tmp_path / "kafka", 3)
+    try:
+        run = start_run(
+            tmp_path,
+            society_name,
+            TICKS,
+            "--no-dashboard",
+            "--stream-workers",
+            "2",
+            "--agent-workers",
+            "2",
+            bootstrap=cluster.bootstrap,
+            replication="3",
+            idempotent_producer="true",
+        )
+        run.wait_tick(KILL_AT)
+        # the worst broker to lose: the coordinator of the stream workers' group
+        node = asyncio.run(_coordinator(cluster.bootstrap, kafka.group_id(society_name, "streams")))
+        victim = cluster.nodes[node - 1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.process.wait()
+        assert run.finish() == 0, run.output[-5000:]
+        assert_same_as_offline(run, TICKS)
+        assert run.journal("society.resumed") == []  # nothing regenerated from ClickHouse
+        assert "Traceback" not in run.output
+
+        back = victim.respawn()
+        cluster.nodes[node - 1] = back
+        back.wait_answering()
+        _until(
+            lambda: asyncio.run(_out_of_sync(cluster.bootstrap, f"society.{society_name}.", node)) == [],
+            f"broker {node} did not catch up on the society's topics",
         )
     finally:
         cluster.stop()
