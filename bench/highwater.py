@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from aiokafka import TopicPartition
 
 from molt_society.runtime import kafka
+from molt_society.runtime.broker import partition_count
 
 
 class HighWatch:
@@ -27,16 +26,11 @@ class HighWatch:
 
     async def start(self) -> None:
         await self.consumer.start()
-        for _ in range(50):
-            self.tps = [
-                TopicPartition(t, p)
-                for t in self.topics
-                for p in sorted(self.consumer.partitions_for_topic(t) or ())
-            ]
-            if {tp.topic for tp in self.tps} == set(self.topics):
-                break
-            await self.consumer.force_metadata_update()
-            await asyncio.sleep(0.1)
+        # partitions from DescribeTopics (waits for each topic): a Kafka consumer's metadata lists only the
+        # topics it reads
+        self.tps = [
+            TopicPartition(t, p) for t in self.topics for p in range(await partition_count(self.bootstrap, t))
+        ]
         self.consumer.assign(self.tps)
         for tp in self.tps:
             self.consumer.seek(tp, 0)

@@ -43,6 +43,7 @@ from molt_society.bench.machine import machine_line
 from molt_society.bench.markdown import markers, write_section
 from molt_society.bench.society_run import run_args, society_command, society_env
 from molt_society.runtime import kafka
+from molt_society.runtime.broker import partition_count
 from molt_society.schemas.topics import Role, topic_name
 
 BEGIN, END = markers("startup")
@@ -80,7 +81,8 @@ async def watch_topics(state_dir: Path, society: str, proc: subprocess.Popen[byt
         # list every topic (a metadata request that names none cannot create one) until ours exist
         while proc.poll() is None and not set(topics) <= await consumer.topics():
             await asyncio.sleep(0.05)
-        tps = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        # partitions from DescribeTopics: a Kafka consumer's metadata lists only the topics it reads
+        tps = [TopicPartition(t, p) for t in topics for p in range(await partition_count(bootstrap, t))]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         wanted = {f"first {kind} {what}" for kind in topics.values() for what in ("record", "non-watermark")}
