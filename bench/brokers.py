@@ -143,7 +143,7 @@ class Sampler(threading.Thread):
 
 def slices(samples: list[Sample], ticks: int, width: int = 500) -> list[Slice]:
     """Per ``width`` ticks: the first sample at or past each boundary, and the differences between them."""
-    ticked = [s for s in samples if s.tick is not None]
+    ticked = [s for s in samples if s.tick is not None and s.cpu]  # not the samples after the run ended
     out: list[Slice] = []
     if not ticked:
         return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import NewTopic
 
 from molt_society.bench.machine import machine_line
@@ -50,7 +50,7 @@ async def _topics(bootstrap: str, names: list[str]) -> None:
 
 
 async def _fill(bootstrap: str, topic: str, n: int) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=1 << 20)
+    p = kafka.producer(bootstrap, "bulk")
     await p.start()
     try:
         body = {"type": "comment_created", "actor": "a" * 36, "text": "x" * 300}
@@ -64,23 +64,10 @@ async def _fill(bootstrap: str, topic: str, n: int) -> None:
 async def _loop(
     bootstrap: str, source: str, sink: str, group: str, n: int, transactional: bool
 ) -> dict[str, Any]:
-    c = AIOKafkaConsumer(
-        source,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-    )
+    c = kafka.consumer(bootstrap, "member", group=group, isolation_level="read_committed")
+    c.subscribe([source])
     extra: dict[str, Any] = {"transactional_id": f"{group}-tx"} if transactional else {}
-    p = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        linger_ms=5,
-        max_batch_size=1 << 20,
-        enable_idempotence=True,
-        **extra,
-    )
+    p = kafka.producer(bootstrap, "bulk", enable_idempotence=True, **extra)
     await c.start()
     await p.start()
     seen = batches = 0
@@ -117,9 +104,7 @@ async def _loop(
 
 
 async def _read_all(bootstrap: str, topic: str, n: int) -> float:
-    c = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed", group_id=None
-    )
+    c = kafka.consumer(bootstrap, "reader", isolation_level="read_committed")
     await c.start()
     began = time.monotonic()
     try:

@@ -2,8 +2,8 @@
 
 Every knob has one name, one default and one place. Environment variables use the ``SOCIETY_`` prefix,
 except the two that name external systems: ``KAFKA_BOOTSTRAP`` (a Kafka cluster; when unset the local
-stack starts the embedded Tansu broker) and ``CLICKHOUSE_URL`` (``chdb:///path`` for the embedded engine,
-``http://user:pass@host:8123/db`` for a ClickHouse server).
+stack starts its own broker, ``SOCIETY_BROKER``: Apache Kafka by default, or Tansu) and ``CLICKHOUSE_URL``
+(``chdb:///path`` for the embedded engine, ``http://user:pass@host:8123/db`` for a ClickHouse server).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ class Settings(BaseSettings):
         description="a ClickHouse server account with a read-only profile for queries from outside",
     )
     broker: Literal["tansu", "kafka"] = Field(
-        default="tansu",
-        description="the local broker started when KAFKA_BOOTSTRAP is unset: Tansu (in memory) or Apache"
-        " Kafka (KRaft, its log in the run's state folder; fetched by make setup)",
+        default="kafka",
+        description="the local broker started when KAFKA_BOOTSTRAP is unset: Apache Kafka (KRaft, its log in "
+        "the run's state folder; fetched by make setup) or Tansu (in memory; BENCHMARKS.md compares them)",
     )
     idempotent_producer: bool | None = Field(
         default=None,

@@ -1,11 +1,12 @@
 """The local stack: broker, stream workers, sink and agent workers as child processes of one command.
 
-``LocalStack.start`` starts the embedded Tansu broker unless ``KAFKA_BOOTSTRAP`` names a cluster, creates
-the society's topics, then starts the sink, the stream workers and the agent workers, each a separate
-Python process configured through the same environment variables as ``Settings``. A society with LLM
-agents and no ``SOCIETY_LLM_BASE_URL`` also gets the local model server (``society.model_server``). It writes
-``<state_dir>/stack.json`` (the driver's pid, the broker's and every child's, with their start times) so
-``society sql``, ``society status`` and ``society stop`` can find the running stack.
+``LocalStack.start`` starts the local broker (``SOCIETY_BROKER``: Apache Kafka by default, or Tansu) unless
+``KAFKA_BOOTSTRAP`` names a cluster, creates the society's topics, then starts the sink, the stream workers
+and the agent workers, each a separate Python process configured through the same environment variables
+as ``Settings``. A society with LLM agents and no ``SOCIETY_LLM_BASE_URL`` also gets the local model server
+(``society.model_server``). It writes ``<state_dir>/stack.json`` (the driver's pid, the broker's and every
+child's, with their start times) so ``society sql``, ``society status`` and ``society stop`` can find the
+running stack.
 
 Faults:
 
@@ -160,15 +161,23 @@ class StackFailed(RuntimeError):
 
 
 class BrokerLost(StackFailed):
-    """The local broker's process exited: Tansu kept the society's topics in memory only."""
+    """The local broker's process exited for good: Tansu, which kept the society's topics in memory only,
+    or an Apache Kafka that exited ``restart_limit`` times within the restart window."""
 
-    def __init__(self, bootstrap: str, pid: int, status: int, at: float) -> None:
+    def __init__(self, bootstrap: str, pid: int, status: int, at: float, kind: str = "tansu") -> None:
         self.bootstrap, self.pid, self.status, self.at = bootstrap, pid, status, at
-        super().__init__(
-            f"the broker at {bootstrap} (Tansu, pid {pid}) {describe_exit(status)} at "
-            f"{datetime.fromtimestamp(at):%H:%M:%S}; it kept the society's topics in memory only, so they "
-            "are gone and the society cannot go on. Every event stored so far is in ClickHouse"
-        )
+        when = f"{datetime.fromtimestamp(at):%H:%M:%S}"
+        if kind == "kafka":
+            why = (
+                f"the broker at {bootstrap} (Apache Kafka, pid {pid}) {describe_exit(status)} at {when}, "
+                "again after every restart within the restart window; the society cannot go on on it"
+            )
+        else:
+            why = (
+                f"the broker at {bootstrap} (Tansu, pid {pid}) {describe_exit(status)} at {when}; it kept "
+                "the society's topics in memory only, so they are gone and the society cannot go on"
+            )
+        super().__init__(why + ". Every event stored so far is in ClickHouse")
 
 
 class StackBusy(RuntimeError):
@@ -549,9 +558,12 @@ class Supervisor:
         broker = self.stack.broker
         if broker is None or (code := broker.exited()) is None:
             return
+        kafka_broker = isinstance(broker, KafkaBroker)
         if isinstance(broker, KafkaBroker) and self._restart_kafka(broker, code):
             return
-        lost = BrokerLost(self.stack.bootstrap, broker.pid, code, time.time())
+        lost = BrokerLost(
+            self.stack.bootstrap, broker.pid, code, time.time(), "kafka" if kafka_broker else "tansu"
+        )
         self.stack.journal(
             "broker.lost", level="error", bootstrap=lost.bootstrap, pid=lost.pid, status=describe_exit(code)
         )

@@ -1,5 +1,5 @@
-"""Shared fixtures: a real broker per test session (Tansu, or Apache Kafka with SOCIETY_BROKER=kafka), a
-fresh society name and ClickHouse dir per test."""
+"""Shared fixtures: a real broker per test session (the local broker ``SOCIETY_BROKER`` names, or the
+settings' default), a fresh society name and ClickHouse dir per test."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ import pytest
 from molt_society.runtime.apache_kafka import KafkaBroker
 from molt_society.runtime.broker import LocalBroker
 from molt_society.runtime.brokers import Broker
+from molt_society.runtime.settings import Settings
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Bootstrap address of a real Kafka-protocol broker: KAFKA_BOOTSTRAP if set, else the local broker
-    ``SOCIETY_BROKER`` names (Tansu by default, or Apache Kafka)."""
+    ``SOCIETY_BROKER`` names (Apache Kafka or Tansu; the settings' default when unset)."""
     external = os.environ.get("KAFKA_BOOTSTRAP")
     if external:
         yield external
         return
     folder = tmp_path_factory.mktemp("broker")
     b: Broker
-    if os.environ.get("SOCIETY_BROKER") == "kafka":
+    if Settings().broker == "kafka":
         b = KafkaBroker.start(folder / "kafka", log_file=folder / "kafka.log")
     else:
         b = LocalBroker.start(log_file=folder / "tansu.log")

@@ -154,7 +154,7 @@ def start_run(
         SOCIETY_SHARDS=str(SHARDS),
         SOCIETY_WINDOW_SECONDS="600",
         SOCIETY_DASHBOARD_PORT="0",
-        SOCIETY_BROKER=os.environ.get("SOCIETY_BROKER", "tansu"),  # SOCIETY_BROKER=kafka make test
+        SOCIETY_BROKER=Settings().broker,  # SOCIETY_BROKER=... picks the other local broker
     )
     env.update({f"SOCIETY_{k.upper()}": v for k, v in settings.items()})
     if bootstrap is not None:

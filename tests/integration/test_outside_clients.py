@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
+from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import HEADER_KIND, Role, topic_name
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,7 @@ TICK_SECONDS = 3600.0
 READ_DEADLINE_S = 120.0
 """A bound so a broken client fails the test instead of hanging it; not a performance figure."""
 
-ON_KAFKA = os.environ.get("SOCIETY_BROKER") == "kafka" and not os.environ.get("KAFKA_BOOTSTRAP")
+ON_KAFKA = Settings().broker == "kafka" and not os.environ.get("KAFKA_BOOTSTRAP")
 """Apache Kafka as the local broker: every client with its default settings."""
 
 GROUP_SETTINGS: dict[str, Any] = (

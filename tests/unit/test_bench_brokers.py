@@ -44,3 +44,13 @@ def test_journal_tail_reads_only_what_was_appended(tmp_path: Path) -> None:
         f.write('ck": 10}\n{"event": "stack.spawned"}\n')
     assert tail.newest() == 10
     assert tail.newest() == 10
+
+
+def test_samples_taken_after_the_run_ended_do_not_end_a_slice() -> None:
+    samples = [
+        Sample(0.0, 0, {"broker": 0.0}, {"broker": 2**20}),
+        Sample(10.0, 90, {"broker": 5.0}, {"broker": 2**20}),
+        Sample(11.0, 99, {}, {}),  # the stack is gone: the journal still says its last tick
+    ]
+    (only,) = slices(samples, 100)
+    assert (only.first, only.last, only.cpu_share) == (0, 90, {"broker": 0.5})
