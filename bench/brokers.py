@@ -72,6 +72,7 @@ class LongRun:
     events: int | None = None
     slices: list[Slice] = field(default_factory=list)
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
+    disk_mib: float | None = None  # the Kafka log directory at the end (trimmed: bounded by segments)
 
 
 def _processes(stack_json: Path) -> dict[str, int]:
@@ -189,6 +190,10 @@ def long_run(broker: str, work: Path, agents: int, ticks: int, tick_seconds: flo
     sampler.join()
     res.slices = slices(sampler.samples, ticks)
     res.peak_rss_mib = {k: round(v / 2**20, 1) for k, v in sorted(sampler.peak.items())}
+    log_dir = work / "state" / society / "kafka"
+    if log_dir.is_dir():
+        files = [p for p in log_dir.rglob("*") if p.is_file()]
+        res.disk_mib = round(sum(p.stat().st_blocks * 512 for p in files) / 2**20, 1)
     if proc.returncode == 0:
         rows = _sql(env, f"SELECT count() FROM events WHERE society = '{society}'")
         res.events = int(rows[0][0]) if rows else None
@@ -338,6 +343,12 @@ def markdown(work: Path, brokers: tuple[str, ...], command: str, events: int, ti
         ),
     )
     row("demo society: broker peak RSS", long_fig(lambda d: _f(d["peak_rss_mib"].get("broker"), unit=" MiB")))
+    row(
+        "demo society: broker's log on disk at the end",
+        long_fig(
+            lambda d: _f(d.get("disk_mib"), unit=" MiB") if d.get("disk_mib") is not None else "none (memory)"
+        ),
+    )
 
     def sc_fig(fn: Any) -> Any:
         return lambda g: fn(g["scale"]) if g.get("scale") else "-"

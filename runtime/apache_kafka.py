@@ -8,7 +8,7 @@
 
 One node is broker and controller at once, on two free loopback ports, with its log directory in the
 run's state folder (formatted on first use, kept afterwards: topics survive a restart of the broker).
-Settings are sized for a 2-core machine: two network and two I/O threads, a 512 MiB heap, 64 MiB
+Settings are sized for a 2-core machine: two network and two I/O threads, a 512 MiB heap, 16 MiB
 segments, no delay before a group's first rebalance. Records are kept until the society's trimmer deletes
 what every reader has passed (``society.trim``, DeleteRecords, on by default with this broker); no
 retention by age or size, which could delete what a stopped reader still needs.
@@ -173,7 +173,9 @@ def server_properties(data_dir: Path, port: int, controller_port: int, node: Nod
             "background.threads=2",
             "num.recovery.threads.per.data.dir=1",
             "num.replica.fetchers=1",
-            "log.segment.bytes=67108864",
+            # DeleteRecords frees disk a whole segment at a time: 16 MiB segments bound a trimmed
+            # partition's files to about two segments
+            "log.segment.bytes=16777216",
             # no retention by age or size: records go when every reader has passed them (society.trim,
             # DeleteRecords); a time limit would delete what a slow or stopped reader still needs
             "log.retention.ms=-1",
