@@ -71,6 +71,7 @@ class LongRun:
     wall_s: float = 0.0
     events: int | None = None
     slices: list[Slice] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)  # every second's reading, for a report redone later
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
     disk_mib: float | None = None  # the Kafka log directory at the end (trimmed: bounded by segments)
 
@@ -144,10 +145,13 @@ class Sampler(threading.Thread):
 
 def slices(samples: list[Sample], ticks: int, width: int = 500) -> list[Slice]:
     """Per ``width`` ticks: the first sample at or past each boundary, and the differences between them."""
-    ticked = [s for s in samples if s.tick is not None and s.cpu]  # not the samples after the run ended
-    out: list[Slice] = []
+    ticked = [s for s in samples if s.tick is not None and s.cpu]
     if not ticked:
-        return out
+        return []
+    # not the samples taken while the stack stopped (some of its processes gone, the journal still there)
+    roles = max(len(s.cpu) for s in ticked)
+    ticked = [s for s in ticked if len(s.cpu) == roles]
+    out: list[Slice] = []
     # the journal says every tenth tick: a slice ends at the first sample at or past its last tick, the
     # last one at the newest tick seen
     bounds = [*range(width, ticks, width), ticks - 1]
@@ -189,6 +193,7 @@ def long_run(broker: str, work: Path, agents: int, ticks: int, tick_seconds: flo
     sampler.halt.set()
     sampler.join()
     res.slices = slices(sampler.samples, ticks)
+    res.samples = sampler.samples
     res.peak_rss_mib = {k: round(v / 2**20, 1) for k, v in sorted(sampler.peak.items())}
     log_dir = work / "state" / society / "kafka"
     if log_dir.is_dir():
@@ -369,6 +374,8 @@ def markdown(work: Path, brokers: tuple[str, ...], command: str, events: int, ti
     ]
     for b in brokers:
         d = got[b].get("long")
+        if d and d.get("samples"):  # recomputed: the slicing may have changed since the run
+            d["slices"] = [asdict(x) for x in slices([Sample(**x) for x in d["samples"]], d["ticks"])]
         if not d or not d["slices"]:
             continue
         roles = sorted({r for s in d["slices"] for r in s["cpu_share"]})
@@ -382,7 +389,7 @@ def markdown(work: Path, brokers: tuple[str, ...], command: str, events: int, ti
             [
                 f"{s['first']:,}-{s['last']:,}",
                 f"{s['ticks_per_s']:.1f}",
-                *(f"{s['cpu_share'].get(r, 0):.0%}" for r in roles),
+                *(_f(s["cpu_share"].get(r), "{:.0%}") for r in roles),
                 *(_f(s["rss_mib"].get(r)) for r in roles),
             ]
             for s in d["slices"]

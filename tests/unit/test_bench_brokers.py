@@ -54,3 +54,13 @@ def test_samples_taken_after_the_run_ended_do_not_end_a_slice() -> None:
     ]
     (only,) = slices(samples, 100)
     assert (only.first, only.last, only.cpu_share) == (0, 90, {"broker": 0.5})
+
+
+def test_samples_taken_while_the_stack_stops_do_not_end_a_slice() -> None:
+    samples = [
+        Sample(0.0, 0, {"broker": 0.0, "streams-0": 0.0}, {}),
+        Sample(10.0, 90, {"broker": 5.0, "streams-0": 2.0}, {}),
+        Sample(11.0, 99, {"broker": 9.0}, {}),  # the stream worker already stopped
+    ]
+    (only,) = slices(samples, 100)
+    assert (only.last, only.cpu_share) == (90, {"broker": 0.5, "streams-0": 0.2})
