@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from datetime import datetime, timedelta
@@ -118,6 +117,7 @@ class AgentWorker:
         self.emitted = 0
         self.forged = 0
         self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
+        self._acted: set[tuple[int, int]] = set()  # (shard, tick) acted on in the batch being acted on
         self.closing = False
 
     def cohort(self, shard: int, brain: str) -> Cohort:
@@ -198,16 +198,29 @@ class AgentWorker:
         partitions: int,
         stop: asyncio.Event,
     ) -> None:
-        """Act on each fetched batch of ticks in turn, commit it, resume its partitions."""
+        """Act on each fetched batch of ticks in turn, commit it, resume its partitions.
+
+        Ticks are acted on in tick order across every batch fetched so far: a tick that must wait for the
+        previous tick's feed first takes in the batches fetched meanwhile. The shards of one worker can
+        come in separate fetches (on a cluster their partitions have different leaders), and the feed a
+        later tick of one shard waits for needs this worker's earlier tick of another shard."""
         while not stop.is_set():
             batch = await work.get()
-            ticks = sorted(
-                (control.loads(rec.value) for records in batch.values() for rec in records),
-                key=lambda k: (k["tick"], k["shard"]),
-            )
+            _take_queued(batch, work)
+            pending = _ticks_of(batch)
             futures: list[Awaitable[Any]] = []
-            for _, same_tick in itertools.groupby(ticks, key=lambda k: k["tick"]):
-                group = list(same_tick)
+            while pending:
+                t = pending[0]["tick"]
+                if self._waits_for_feed(pending[0]) and feeds.complete_tick < t - 1:
+                    if await self._feed_or_fetch(feeds, t - 1, work, stop):
+                        _take_queued(batch, work)
+                        pending = _ticks_of(batch, after=self._acted)
+                    if stop.is_set():
+                        return  # not committed: the next owner acts on these ticks again
+                    continue
+                group = [k for k in pending if k["tick"] == t]
+                pending = pending[len(group) :]
+                self._acted.update((k["shard"], k["tick"]) for k in group)
                 if self.llm_agents:  # model calls of the shards overlap, then the shards send in order
                     decided = await asyncio.gather(*(self._decide(t, feeds, stop) for t in group))
                     for tick, (events, wm) in zip(group, decided, strict=True):
@@ -216,6 +229,7 @@ class AgentWorker:
                     for tick in group:
                         events, wm = await self._decide(tick, feeds, stop)
                         futures.extend(await self._send(tick, events, wm, producer, partitions))
+            self._acted.clear()
             if stop.is_set():
                 return  # not committed: the next owner acts on these ticks again (same event ids)
             await asyncio.gather(*futures)
@@ -230,6 +244,28 @@ class AgentWorker:
                 # and the regenerated events carry the same ids (dropped downstream as duplicates)
                 log.warning("agents.commit_after_rebalance", error=repr(exc))
             consumer.resume(*(tp for tp in batch if tp in consumer.assignment()))
+
+    def _waits_for_feed(self, tick: control.Tick) -> bool:
+        """In simulated time a tick's actions follow the previous tick's complete feed (``_decide``)."""
+        return self.s.mode == "sim" and not tick["final"] and tick["tick"] > 0
+
+    @staticmethod
+    async def _feed_or_fetch(
+        feeds: FeedCache,
+        tick: int,
+        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]],
+        stop: asyncio.Event,
+    ) -> bool:
+        """Wait until the feed of ``tick`` is complete (False) or another fetch is queued (True)."""
+        while not stop.is_set():
+            if not work.empty():
+                return True
+            try:
+                await feeds.wait_for(tick, timeout=0.1)
+                return False
+            except TimeoutError:
+                continue
+        return False
 
     async def _decide(
         self, tick: control.Tick, feeds: FeedCache, stop: asyncio.Event
@@ -339,3 +375,23 @@ class AgentWorker:
                 log.warning("agents.forged_event_dropped", actor=actor, society=ev.society)
                 return False
         return True
+
+
+Batch = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+
+
+def _take_queued(batch: Batch, work: asyncio.Queue[Batch]) -> None:
+    """Add every fetch queued in ``work`` to ``batch`` (their partitions are paused until it is committed,
+    so no partition comes twice)."""
+    while not work.empty():
+        for tp, records in work.get_nowait().items():
+            batch.setdefault(tp, []).extend(records)
+
+
+def _ticks_of(batch: Batch, after: Collection[tuple[int, int]] = ()) -> list[control.Tick]:
+    """The tick records of ``batch`` in (tick, shard) order, without those already acted on (``after``:
+    (shard, tick) pairs)."""
+    ticks = (control.loads(rec.value) for records in batch.values() for rec in records)
+    return sorted(
+        (k for k in ticks if (k["shard"], k["tick"]) not in after), key=lambda k: (k["tick"], k["shard"])
+    )
