@@ -110,10 +110,20 @@ def child_preexec(nice: int = 0, die_with_parent: bool = True) -> Callable[[], N
 
 
 async def broker_silence(bootstrap: str, timeout: float = 2.0) -> str | None:
-    """None when the first broker of ``bootstrap`` answers a Kafka ApiVersions request within ``timeout``
-    seconds, else why not. A SIGSTOPped broker still accepts TCP connections (the kernel completes them),
-    so only an answer to a request shows that it works."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    """None when a broker of ``bootstrap`` (any of a cluster's) answers a Kafka ApiVersions request within
+    ``timeout`` seconds, else why not. A SIGSTOPped broker still accepts TCP connections (the kernel
+    completes them), so only an answer to a request shows that it works."""
+    addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
+    if len(addresses) > 1:  # a cluster answers while one of its brokers does
+        whys = await asyncio.gather(*(_one_silence(a, timeout) for a in addresses))
+        if any(why is None for why in whys):
+            return None
+        return "; ".join(f"{a}: {why}" for a, why in zip(addresses, whys, strict=True))
+    return await _one_silence(addresses[0] if addresses else bootstrap, timeout)
+
+
+async def _one_silence(address: str, timeout: float) -> str | None:
+    host, _, port = address.rpartition(":")
     client = b"society-supervisor"
     request = struct.pack(">hhih", 18, 0, 0x50C1, len(client)) + client  # ApiVersions v0, header v1
     writer: asyncio.StreamWriter | None = None

@@ -153,6 +153,7 @@ def test_a_society_on_a_cluster_that_loses_a_broker_loses_and_duplicates_nothing
         assert run.finish() == 0, run.output[-5000:]
         assert_same_as_offline(run, TICKS)
         assert run.journal("society.resumed") == []  # nothing regenerated from ClickHouse
+        assert run.journal("broker.not_answering") == []  # the cluster answered throughout
         assert "Traceback" not in run.output
 
         back = victim.respawn()
