@@ -365,6 +365,7 @@ def markdown(work: Path, brokers: tuple[str, ...], command: str, events: int, ti
         sc_fig(lambda d: _f((d.get("peak_rss") or {}).get("broker", 0) / 2**20, unit=" MiB")),
     )
     parts = [
+        BEGIN,
         "## The two local brokers side by side (issue 25)",
         "",
         f"Command: `{command}`; {machine_line(python=True)}; {time.strftime('%Y-%m-%d')}. One run each, "
@@ -397,6 +398,7 @@ def markdown(work: Path, brokers: tuple[str, ...], command: str, events: int, ti
         parts.append(
             md_table(["ticks", "ticks/s", *(f"CPU {r}" for r in roles), *(f"RSS {r}" for r in roles)], srows)
         )
+    parts.append(END)
     return "\n".join(parts)
 
 
@@ -412,8 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/molt-bench-brokers"))
     ap.add_argument("--report-only", action="store_true", help="write the tables from an earlier run's JSON")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--command", default=None, help="the command shown in the report (with --report-only)")
     args = ap.parse_args(argv)
-    command = "python -m molt_society.bench.brokers " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = args.command or "python -m molt_society.bench.brokers " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     brokers = tuple(args.brokers)
     if not args.report_only:
         for b in brokers:

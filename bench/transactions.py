@@ -164,6 +164,7 @@ def markdown(results: list[dict[str, Any]], n: int, command: str) -> str:
     head = ["records per batch", "mean", "records", "at least once /s", "transactional /s", "ratio"]
     return "\n".join(
         [
+            BEGIN,
             "## Transactions: what exactly-once read-process-write costs (issue 25)",
             "",
             f"Command: `{command}`; {machine_line(python=True)}; {time.strftime('%Y-%m-%d')}; local Apache "
@@ -173,6 +174,7 @@ def markdown(results: list[dict[str, Any]], n: int, command: str) -> str:
             "its offsets in one transaction (aiokafka). One run each.",
             "",
             md_table([*head, "read_committed reader of the output"], rows),
+            END,
         ]
     )
 
