@@ -17,6 +17,7 @@ a module named for what it does (their docstrings hold the contract):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Collection
@@ -47,6 +48,7 @@ class _Member:
         self._batcher = batcher
         self._resume = resume
         self._stats = stats
+        self.fetching = False  # waiting in getmany (the one place a stopping sink may cancel the loop)
 
     async def on_revoked(self, revoked: Collection[Any]) -> None:
         """Flush and commit everything pending before the partitions go to another member."""
@@ -78,7 +80,11 @@ class _Member:
         """Fetch, check and batch records until ``stop`` is set (getmany wakes up every 100 ms)."""
         consumer = self._consumer
         while not stop.is_set():
-            fetched = await consumer.getmany(timeout_ms=100)
+            self.fetching = True  # only here may a stopping sink cancel the loop (``_consume_until``)
+            try:
+                fetched = await consumer.getmany(timeout_ms=100)
+            finally:
+                self.fetching = False
             # No await between getmany and the append: a rebalance callback cannot slip in between.
             now = time.monotonic()
             assignment = consumer.assignment()
@@ -102,6 +108,38 @@ class _Member:
             except (KafkaError, AssertionError, TimeoutError):
                 continue
             self._stats.lag[tp_name(tp)] = lag
+
+
+STOP_GRACE_S = 5.0
+"""After ``stop``, how long the fetch loop may take to notice it before it is cancelled: a ``getmany``
+that waits for a lost group coordinator never returns (aiokafka 0.14 with the broker gone)."""
+STOP_FLUSH_S = 20.0
+STOP_CLIENT_S = 10.0
+
+
+async def _consume_until(member: _Member, stop: asyncio.Event) -> None:
+    """``member.consume(stop)``, cancelled if it has not returned ``STOP_GRACE_S`` after ``stop`` is set.
+    Cancelled only while it waits in ``getmany`` (never in a flush), so nothing fetched is batched half:
+    the records are fetched again by the next owner of the partitions, from the committed offsets."""
+    consuming = asyncio.ensure_future(member.consume(stop))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({consuming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not consuming.done():
+            await asyncio.wait({consuming}, timeout=STOP_GRACE_S)
+        while not consuming.done() and not member.fetching:  # a flush runs: it is bounded on its own
+            await asyncio.wait({consuming}, timeout=0.1)
+        if not consuming.done():
+            log.warning("sink.fetch_abandoned", seconds=STOP_GRACE_S, reason="the fetch did not return")
+            consuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consuming
+            return
+        consuming.result()  # raises what the loop raised
+    finally:
+        stopping.cancel()
+        if not consuming.done():  # this coroutine itself was cancelled
+            consuming.cancel()
 
 
 class ClickHouseSink:
@@ -177,12 +215,20 @@ class ClickHouseSink:
                 batch_seconds=self.settings.sink_batch_seconds,
             )
             try:
-                await member.consume(stop)
-                await batcher.flush_due(force=True)
+                await _consume_until(member, stop)
+                # the last batch's insert and commit; a commit waits for the group's coordinator, which
+                # may be gone with the broker (a killed driver's broker dies with it): bounded, and what
+                # is stored but not committed is found again by the next sink (``Resume``)
+                await asyncio.wait_for(batcher.flush_due(force=True), STOP_FLUSH_S)
             except BatchAbandoned as exc:
                 log.warning("sink.stop_flush_abandoned", batch=str(exc))
+            except TimeoutError:
+                log.warning("sink.stop_flush_timed_out", seconds=STOP_FLUSH_S)
             finally:
-                await consumer.stop()
+                try:
+                    await asyncio.wait_for(consumer.stop(), STOP_CLIENT_S)
+                except TimeoutError:
+                    log.warning("sink.consumer_stop_timed_out", seconds=STOP_CLIENT_S)
             log.info("sink.stopped", **self.stats.snapshot())
         finally:
             await self.server.close()

@@ -19,7 +19,8 @@ import pytest
 from stack_helpers import ARTIFACTS, browser_page, make_settings, run_ticks, running_stack, sql
 
 from molt_society.runtime import kafka
-from molt_society.runtime.broker import LocalBroker
+from molt_society.runtime.brokers import start_broker
+from molt_society.runtime.settings import Settings
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.topics import Role, topic_name
@@ -275,7 +276,9 @@ def test_agent_written_text_is_shown_literally_and_runs_nothing(
 
 def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path, society_name: str):
     s = society_name
-    own = LocalBroker.start(log_file=tmp_path / "broker.log")
+    # a broker of its own to stop (SIGSTOP), of the kind this session's settings name: this process's
+    # producers ask for what that broker has (idempotence on Kafka, none on Tansu)
+    own = start_broker(Settings(), tmp_path)
     try:
         settings = make_settings(
             own.bootstrap, tmp_path, agents=200, dashboard_port=0, dashboard_refresh_seconds=1.0
@@ -293,7 +296,7 @@ def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path,
                 events = _kpi(page, "events")
                 assert page.locator("#banner").is_hidden()
 
-                os.kill(own.process.pid, signal.SIGSTOP)  # the broker stops answering (nothing is lost)
+                os.kill(own.pid, signal.SIGSTOP)  # the broker stops answering (nothing is lost)
                 try:
                     page.wait_for_function("() => !document.querySelector('#banner').hidden", timeout=45_000)
                     banner = page.inner_text("#banner")
@@ -308,7 +311,7 @@ def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path,
                     for name in ALL_PANELS:
                         assert page.get_attribute(f"[data-panel={name}]", "data-state") == "ok", name
                 finally:
-                    os.kill(own.process.pid, signal.SIGCONT)
+                    os.kill(own.pid, signal.SIGCONT)
                 page.wait_for_function(
                     "() => document.querySelector('#banner').hidden"
                     " && document.querySelector('#broker').textContent === 'broker ok'",

@@ -1,0 +1,69 @@
+"""A stopping sink is not held by a fetch that never returns (``sinks.consumer._consume_until``).
+
+aiokafka's ``getmany`` can wait for a group coordinator that died with the broker; a sink whose driver was
+SIGKILLed (its broker stopped by the same kernel signal) then never exited. The loop is cancelled only
+while it waits in ``getmany``, never in a flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from molt_society.sinks import consumer as sink_consumer
+
+
+class Member:
+    """A consume loop that flushes for ``flush_s`` when asked to stop, then waits in a fetch forever."""
+
+    def __init__(self, flush_s: float = 0.0) -> None:
+        self.fetching = False
+        self.flush_s = flush_s
+        self.flushed = False
+
+    async def consume(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        if self.flush_s:
+            await asyncio.sleep(self.flush_s)  # a flush: never cancelled
+            self.flushed = True
+        self.fetching = True
+        await asyncio.Event().wait()  # the fetch that never returns
+
+
+def _stop_after(member: Any, delay: float) -> float:
+    async def go() -> float:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(delay, stop.set)
+        began = time.monotonic()
+        await asyncio.wait_for(sink_consumer._consume_until(member, stop), 30)
+        return time.monotonic() - began
+
+    return asyncio.run(go())
+
+
+def test_a_fetch_that_never_returns_is_abandoned_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_consumer, "STOP_GRACE_S", 0.3)
+    took = _stop_after(Member(), 0.1)
+    assert 0.35 <= took < 5
+
+
+def test_a_flush_under_way_is_never_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_consumer, "STOP_GRACE_S", 0.2)
+    member = Member(flush_s=1.0)  # longer than the grace
+    took = _stop_after(member, 0.1)
+    assert member.flushed
+    assert took >= 1.1
+
+
+def test_a_loop_that_returns_by_itself_is_awaited_and_its_error_raised() -> None:
+    class Failing:
+        fetching = False
+
+        async def consume(self, stop: asyncio.Event) -> None:
+            raise RuntimeError("ClickHouse is gone")
+
+    with pytest.raises(RuntimeError, match="ClickHouse is gone"):
+        _stop_after(Failing(), 5.0)
