@@ -1,5 +1,6 @@
-"""Fault injection on the real stack: ``society run`` (its own Tansu broker, chDB, real child processes)
-driven as a user runs it, with one process killed, stalled or signalled mid-run.
+"""Fault injection on the real stack: ``society run`` (its own local broker, Apache Kafka unless
+``SOCIETY_BROKER=tansu``; chDB; real child processes) driven as a user runs it, with one process killed,
+stalled or signalled mid-run. ``make test`` runs this file on both local brokers.
 
 The stack's supervisor (``society.stack.Supervisor``) must notice what happened, say it, restart what
 died and finish the run by itself; the events stored in ClickHouse are then compared, id by id and row
