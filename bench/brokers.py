@@ -34,7 +34,13 @@ from typing import Any
 from molt_society.bench.machine import machine_line
 from molt_society.bench.markdown import markers, md_table, publish
 from molt_society.bench.processes import REPO, cpu_seconds, status_kib
-from molt_society.bench.society_run import run_args, society_command, society_env
+from molt_society.bench.society_run import (
+    run_args,
+    society_command,
+    society_env,
+    society_sql,
+    stack_processes,
+)
 
 BEGIN, END = markers("brokers")
 BROKERS = ("kafka", "tansu")
@@ -74,19 +80,6 @@ class LongRun:
     samples: list[Sample] = field(default_factory=list)  # every second's reading, for a report redone later
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
     disk_mib: float | None = None  # the Kafka log directory at the end (trimmed: bounded by segments)
-
-
-def _processes(stack_json: Path) -> dict[str, int]:
-    try:
-        state = json.loads(stack_json.read_text())
-    except (OSError, ValueError):
-        return {}
-    out = {"driver": int(state["driver"]["pid"])}
-    if "broker" in state:
-        out["broker"] = int(state["broker"]["pid"])
-    for p in state.get("processes", []):
-        out[f"{p['role']}-{p.get('index', 0)}"] = int(p["pid"])
-    return out
 
 
 class JournalTail:
@@ -132,7 +125,7 @@ class Sampler(threading.Thread):
         while not self.halt.wait(self.every):
             cpu: dict[str, float] = {}
             rss: dict[str, int] = {}
-            for role, pid in _processes(self.stack_json).items():
+            for role, pid in stack_processes(self.stack_json).items():
                 c, r, h = cpu_seconds(pid), status_kib(pid, "VmRSS"), status_kib(pid, "VmHWM")
                 if c is not None:
                     cpu[role] = c
@@ -200,20 +193,9 @@ def long_run(broker: str, work: Path, agents: int, ticks: int, tick_seconds: flo
         files = [p for p in log_dir.rglob("*") if p.is_file()]
         res.disk_mib = round(sum(p.stat().st_blocks * 512 for p in files) / 2**20, 1)
     if proc.returncode == 0:
-        rows = _sql(env, f"SELECT count() FROM events WHERE society = '{society}'")
+        rows = society_sql(env, f"SELECT count() FROM events WHERE society = '{society}'", check=False)
         res.events = int(rows[0][0]) if rows else None
     return res
-
-
-def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
-    out = subprocess.run(
-        [*society_command(), "sql", "--format", "json", query], env=env, capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        return []
-    doc = json.loads(out.stdout)
-    rows = doc["rows"] if isinstance(doc, dict) else doc
-    return [list(r.values()) if isinstance(r, dict) else list(r) for r in rows]
 
 
 # --- 1, 2, 4: the existing benchmarks, run for one broker -----------------------------------------------

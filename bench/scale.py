@@ -23,7 +23,6 @@ the ``scale`` markers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -32,12 +31,17 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from molt_society.bench.machine import machine_info
 from molt_society.bench.markdown import markers, publish
 from molt_society.bench.processes import REPO, cpu_seconds, status_kib
-from molt_society.bench.society_run import run_args, society_command, society_env
+from molt_society.bench.society_run import (
+    run_args,
+    society_command,
+    society_env,
+    society_sql,
+    stack_processes,
+)
 
 BEGIN, END = markers("scale")
 ACTIONS = ("post_created", "comment_created", "vote_cast")
@@ -78,21 +82,9 @@ class Sampler(threading.Thread):
         self.broker: list[tuple[float, int]] = []  # (wall time, broker RSS) of every sample
         self.halt = threading.Event()
 
-    def _processes(self) -> dict[str, int]:
-        try:
-            state = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        out = {"driver": int(state["driver"]["pid"])}
-        if "broker" in state:
-            out["broker"] = int(state["broker"]["pid"])
-        for p in state.get("processes", []):
-            out[f"{p['role']}-{p.get('index', 0)}"] = int(p["pid"])
-        return out
-
     def run(self) -> None:
         while not self.halt.wait(0.5):
-            for role, pid in self._processes().items():
+            for role, pid in stack_processes(self.path).items():
                 hwm, rss = status_kib(pid, "VmHWM"), status_kib(pid, "VmRSS")
                 cpu = cpu_seconds(pid)
                 if cpu is not None:
@@ -103,19 +95,6 @@ class Sampler(threading.Thread):
                     self.last[role] = rss * 1024
                     if role == "broker":
                         self.broker.append((time.time(), rss * 1024))
-
-
-def _sql(env: dict[str, str], query: str) -> list[list[Any]]:
-    out = subprocess.run(
-        [*society_command(), "sql", "--format", "json", query],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    doc = json.loads(out)
-    rows = doc["rows"] if isinstance(doc, dict) else doc
-    return [list(r.values()) if isinstance(r, dict) else list(r) for r in rows]
 
 
 def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_workers: int = 1) -> Sizes:
@@ -143,7 +122,7 @@ def run_size(agents: int, ticks: int, work: Path, tick_seconds: float, agent_wor
         res.error = f"society run exited {proc.returncode} (log: {work / 'run.log'})"
         return res
     q = society.replace("'", "")
-    rows = _sql(
+    rows = society_sql(
         env,
         "SELECT min(toUnixTimestamp64Milli(_inserted_at)), "
         "minIf(toUnixTimestamp64Milli(_inserted_at), type = 'agents_joined'), "
