@@ -117,7 +117,6 @@ class AgentWorker:
         self.emitted = 0
         self.forged = 0
         self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
-        self._acted: set[tuple[int, int]] = set()  # (shard, tick) acted on in the batch being acted on
         self.closing = False
 
     def cohort(self, shard: int, brain: str) -> Cohort:
@@ -208,19 +207,20 @@ class AgentWorker:
             batch = await work.get()
             _take_queued(batch, work)
             pending = _ticks_of(batch)
+            acted: set[tuple[int, int]] = set()  # (shard, tick) of this batch acted on
             futures: list[Awaitable[Any]] = []
             while pending:
                 t = pending[0]["tick"]
                 if self._waits_for_feed(pending[0]) and feeds.complete_tick < t - 1:
                     if await self._feed_or_fetch(feeds, t - 1, work, stop):
                         _take_queued(batch, work)
-                        pending = _ticks_of(batch, after=self._acted)
+                        pending = _ticks_of(batch, after=acted)
                     if stop.is_set():
                         return  # not committed: the next owner acts on these ticks again
                     continue
                 group = [k for k in pending if k["tick"] == t]
                 pending = pending[len(group) :]
-                self._acted.update((k["shard"], k["tick"]) for k in group)
+                acted.update((k["shard"], k["tick"]) for k in group)
                 if self.llm_agents:  # model calls of the shards overlap, then the shards send in order
                     decided = await asyncio.gather(*(self._decide(t, feeds, stop) for t in group))
                     for tick, (events, wm) in zip(group, decided, strict=True):
@@ -229,7 +229,6 @@ class AgentWorker:
                     for tick in group:
                         events, wm = await self._decide(tick, feeds, stop)
                         futures.extend(await self._send(tick, events, wm, producer, partitions))
-            self._acted.clear()
             if stop.is_set():
                 return  # not committed: the next owner acts on these ticks again (same event ids)
             await asyncio.gather(*futures)

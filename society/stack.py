@@ -558,12 +558,9 @@ class Supervisor:
         broker = self.stack.broker
         if broker is None or (code := broker.exited()) is None:
             return
-        kafka_broker = isinstance(broker, KafkaBroker)
         if isinstance(broker, KafkaBroker) and self._restart_kafka(broker, code):
             return
-        lost = BrokerLost(
-            self.stack.bootstrap, broker.pid, code, time.time(), "kafka" if kafka_broker else "tansu"
-        )
+        lost = BrokerLost(self.stack.bootstrap, broker.pid, code, time.time(), self.stack.settings.broker)
         self.stack.journal(
             "broker.lost", level="error", bootstrap=lost.bootstrap, pid=lost.pid, status=describe_exit(code)
         )
