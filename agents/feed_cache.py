@@ -23,6 +23,10 @@ from molt_society.streams.feed_updates import FeedState, FeedUpdate
 from molt_society.streams.feeds import merge_feeds
 
 
+class FeedPassed(RuntimeError):
+    """``FeedCache.view`` of a tick older than one it already showed (updates cannot be taken back)."""
+
+
 class FeedCache:
     """Latest feed snapshots per partition, and the newest tick every partition has published."""
 
@@ -157,10 +161,18 @@ class FeedCache:
 
         In simulated time an agent worker waits for tick ``t - 1`` and asks for its view. Without
         ``as_of_tick`` the view holds whatever has been read; with it, later ticks' updates stay pending,
-        so a tick redone after a restart sees the feed it saw the first time.
+        so a tick redone after a restart sees the feed it saw the first time. Updates cannot be taken
+        back: asked for a tick older than one it already showed, it raises ``FeedPassed`` instead of
+        showing a later feed (the agent worker then exits and is restarted with a fresh cache).
         """
         if tick is not None and self._horizon is not None:
-            self._horizon = max(self._horizon, tick)
+            if tick < self._horizon:
+                raise FeedPassed(
+                    f"the feed as of tick {tick} is gone from this cache: it has applied tick "
+                    f"{self._horizon}'s (a rebalance gave back a tick this worker had passed); only a fresh "
+                    "cache, read from the topic again, shows it"
+                )
+            self._horizon = tick
         self._apply_up_to(self._horizon if tick is not None else None)
         shown = self.complete_tick if tick is None else min(tick, self.complete_tick)
         if self._view is None or self._view_key != (self._applied, shown):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from molt_society.agents.feed_cache import FeedCache
+import pytest
+
+from molt_society.agents.feed_cache import FeedCache, FeedPassed
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
 
 
@@ -67,3 +69,16 @@ def test_a_view_of_a_tick_equals_a_cache_that_read_only_up_to_it() -> None:
             if upd["tick"] <= t:
                 fresh.receive(upd)
         assert held.view(t).submolts == fresh.view(None).submolts
+
+
+def test_a_tick_older_than_one_shown_is_refused_not_shown_with_a_later_feed() -> None:
+    """After a rebalance a worker can be given back a shard whose tick it had passed: its cache has
+    applied later updates and cannot show the older feed, so it says so (the worker restarts)."""
+    cache = FeedCache("unused:9092", "s", partitions=2, feed_size=50, as_of_tick=True)
+    for upd in _updates(2, 5):
+        cache.receive(upd)
+    cache.complete_tick = 4
+    assert _post_ids(cache, 3) == {f"p{q}-{k}" for q in (0, 1) for k in range(4)}
+    assert _post_ids(cache, 3) == {f"p{q}-{k}" for q in (0, 1) for k in range(4)}  # the same tick again
+    with pytest.raises(FeedPassed, match="tick 1 is gone"):
+        cache.view(1)
