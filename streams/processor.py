@@ -25,6 +25,9 @@ Contract (at-least-once in, effectively-once out):
   on without the partition. Caveat: a crash after a batch's events are acknowledged and before its marks
   are leaves those marks out of the log; the replayed batch applies them after its events (the events
   are the same; a window partial of that batch may then count them);
+- a commit refused because the group rebalanced meanwhile (``CommitFailedError``: the member's session
+  ran out while the broker or this process stalled) is logged as ``processor.commit_after_rebalance``
+  and the loop goes on: the batch stays uncommitted and is replayed as after a crash;
 - invalid records go to the dead-letter topic with reason, code and origin in headers; the loop goes on.
   A dead letter keeps at most ``DLQ_MAX_VALUE_BYTES`` of the record (headers ``dlq-original-bytes`` and
   ``dlq-truncated`` say how much there was), so that no record is too large to dead-letter;
@@ -46,6 +49,7 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
@@ -134,6 +138,7 @@ class ActionProcessor:
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.processed = 0
+        self.commit_failures = 0
 
     def _state_config(self) -> dict[str, Any]:
         """The keyword arguments of this worker's ``PartitionState``s."""
@@ -183,7 +188,7 @@ class ActionProcessor:
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
             await self.producer.stop()
-            log.info("processor.stopped", processed=self.processed)
+            log.info("processor.stopped", processed=self.processed, commit_failures=self.commit_failures)
 
     async def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self.lock:
@@ -414,7 +419,15 @@ class ActionProcessor:
         for p, mout in mark_outs:
             self.next_marks[p] = mout.offset_after(mout.appended, self.next_marks.get(p, 0))
         if offsets:
-            await self.consumer.commit(offsets)
+            try:
+                await self.consumer.commit(offsets)
+            except (CommitFailedError, IllegalStateError) as exc:
+                # The group moved on without this member (its session ran out: a stalled broker, a
+                # starved process): the batch stays uncommitted, the rejoin revokes and rebuilds every
+                # partition, and the replayed batch is recognised as already published.
+                self.commit_failures += 1
+                log.warning("processor.commit_after_rebalance", error=repr(exc), partitions=len(offsets))
+                return
         await self._snapshot_due()
 
     @staticmethod
