@@ -328,10 +328,10 @@ class AgentWorker:
     ) -> list[Awaitable[Any]]:
         """Send a shard's events, then its watermark on every partition; return the send futures.
 
-        One ``send`` per record, which the producer's linger (5 ms) gathers into one batch per partition
-        across the shards of a tick: building a batch per shard and partition (``send_batch``) was 10 %
-        faster at a million agents but twice as slow for 2,000, the local broker paying per batch (14 ms of
-        its CPU per tick more; BENCHMARKS.md)."""
+        One ``send`` per record, which the producer gathers into one batch per partition until its
+        sender's next turn of the event loop (no linger: a tick waits on these). Building a batch per shard
+        and partition (``send_batch``) was 10 % faster at a million agents but twice as slow for 2,000, the
+        local broker paying per batch (14 ms of its CPU per tick more; BENCHMARKS.md)."""
         futures: list[Awaitable[Any]] = []
         turn = time.monotonic() + SEND_TURN_SECONDS
         for ev in events:

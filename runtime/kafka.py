@@ -7,8 +7,11 @@ is written once. A profile is a set of aiokafka keyword arguments; a caller adds
 
 Profiles:
 
-- producers: ``control`` (ticks and markers: acks=all, no linger), ``actions`` (agents: 5 ms linger, 1 MiB
-  batches), ``bulk`` (the stream worker, replays, benchmarks: also 8 MiB requests), ``small`` (a few events).
+- producers: ``control`` (ticks and markers: acks=all, no linger), ``actions`` (agents: no linger, 1 MiB
+  batches), ``bulk`` (the stream worker, replays, benchmarks: also 8 MiB requests), ``small`` (a few events,
+  5 ms linger). No linger where a simulated tick waits on the send: a batch still gathers what is sent
+  before the sender's next turn of the event loop, and the 5 ms the agents' actions and the stream
+  worker's feed each waited were a third of a tick's round trip (BENCHMARKS.md, aging).
 - consumers: ``reader`` (no group, assigned partitions, from the earliest record), ``member`` (a group
   member committing by hand, with the short session of ``Settings.group_session_timeout_ms``), ``offsets``
   (reads a group's committed offsets without joining it), ``snapshot`` (no group, large fetches, no
@@ -49,8 +52,8 @@ SNAPSHOT_FETCH_BYTES = 8 * MIB  # one partition's fetch: a snapshot chunk and it
 
 PRODUCERS: dict[str, dict[str, Any]] = {
     "control": {"acks": "all", "linger_ms": 0},
-    "actions": {"acks": "all", "linger_ms": 5, "max_batch_size": MIB},
-    "bulk": {"acks": "all", "linger_ms": 5, "max_batch_size": MIB, "max_request_size": 8 * MIB},
+    "actions": {"acks": "all", "linger_ms": 0, "max_batch_size": MIB},
+    "bulk": {"acks": "all", "linger_ms": 0, "max_batch_size": MIB, "max_request_size": 8 * MIB},
     "small": {"acks": "all", "linger_ms": 5},
 }
 

@@ -10,7 +10,11 @@ Contract (at-least-once in, effectively-once out):
 
 - per batch: every output record is acknowledged by the broker (acks=all) before the input offsets are
   committed; a crash replays the uncommitted tail, and the rebuilt state recognises its events as
-  duplicates by event id, so nothing is published twice to the events topic;
+  duplicates by event id, so nothing is published twice to the events topic. The loop does not wait for
+  that: once a batch's records are applied and sent, the next batch is fetched and processed while a
+  completion task (``_complete``) waits for the acknowledgements, writes the batch's marks and commits,
+  batch after batch in order, at most ``PENDING_BATCHES`` behind. Waiting for both inline was two broker
+  round trips per batch, about 10 ms of each simulated tick's round trip (BENCHMARKS.md, aging);
 - the events topic carries events only. Every watermark that counted goes to the marks topic with the
   events offset it applied at (``HEADER_EVENTS_OFFSET``: the events partition's next offset then, known
   once the events before it are acknowledged), so the two logs interleave exactly as the worker saw them;
@@ -46,6 +50,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -90,6 +95,21 @@ MAX_EVENT_BYTES = 1 << 20
 """Whatever SOCIETY_MAX_EVENT_BYTES says, an accepted event fits one producer batch (1 MiB)."""
 REPLAY_NOW_US = 2**62
 """Processing time of a replay: nothing recorded is refused as being in the future."""
+PENDING_BATCHES = 8
+"""Batches processed and sent but not yet acknowledged and committed, at most (``_complete``)."""
+DRAIN_ON_STOP_S = 10.0
+"""How long a stopping worker waits for its pending batches to be acknowledged and committed; what is left
+stays uncommitted and is replayed by the next owner."""
+
+
+@dataclass
+class _Sent:
+    """One processed batch on its way to the broker: per partition its events output and the marks applied
+    in it (events appended before each, bytes), the other sends' futures, and the offsets to commit."""
+
+    outs: list[tuple[int, BatchOut, list[tuple[int, bytes]]]]
+    futures: list[Awaitable[Any]]
+    offsets: dict[TopicPartition, int]
 
 
 class RebuildFailed(Exception):
@@ -132,7 +152,9 @@ class ActionProcessor:
         self.snapshots = 0
         self.event_ids = EventIds()  # every accepted event id of the partitions this worker owns
         self.registered = control.registered_producers(settings.shards)
-        self.failure: RebuildFailed | None = None
+        self.failure: Exception | None = None
+        self.pending: asyncio.Queue[_Sent] = asyncio.Queue(maxsize=PENDING_BATCHES)
+        self.completer: asyncio.Task[None] | None = None
         self.lock = asyncio.Lock()
         self.partitions = 0
         self.consumer: AIOKafkaConsumer | None = None
@@ -175,6 +197,7 @@ class ActionProcessor:
         await self.consumer.start()
         self.partitions = await partition_count(self.bootstrap, self.t_actions)
         self.consumer.subscribe([self.t_actions], listener=kafka.Rebalance(self.on_revoked, self.on_assigned))
+        self.completer = asyncio.create_task(self._complete_loop(), name="processor.complete")
         log.info("processor.started", society=self.society, partitions=self.partitions)
         try:
             while not stop.is_set():
@@ -184,7 +207,13 @@ class ActionProcessor:
                 if batch:
                     async with self.lock:
                         await self._process(batch)
+                        await self._snapshot_due()
         finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._drain(), DRAIN_ON_STOP_S)
+            self.completer.cancel()
+            with contextlib.suppress(BaseException):
+                await self.completer
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
             await self.producer.stop()
@@ -192,6 +221,7 @@ class ActionProcessor:
 
     async def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self.lock:
+            await self._drain()  # commit what was processed while the partitions were still ours
             for tp in revoked:
                 self.states.pop(tp.partition, None)
                 self.event_ids.drop_partition(tp.partition)
@@ -315,10 +345,20 @@ class ActionProcessor:
         Called with everything before acknowledged and committed."""
         now = time.monotonic()
         every_n, every_s = self.settings.snapshot_every_events, self.settings.snapshot_every_seconds
-        for partition, state in list(self.states.items()):
-            changed = self.changed.get(partition, 0)
-            if changed and (changed >= every_n or now - self.snapshot_at.get(partition, now) >= every_s):
-                await self._snapshot(state)
+
+        def due() -> list[PartitionState]:
+            return [
+                state
+                for partition, state in self.states.items()
+                if (changed := self.changed.get(partition, 0))
+                and (changed >= every_n or now - self.snapshot_at.get(partition, now) >= every_s)
+            ]
+
+        if not due():
+            return
+        await self._drain()  # a snapshot covers only what is acknowledged and committed
+        for state in due():
+            await self._snapshot(state)
 
     async def _snapshot(self, state: PartitionState) -> None:
         """Write one snapshot of ``state`` and wait until the broker has every chunk. The state is
@@ -397,6 +437,49 @@ class ActionProcessor:
             outs.append((tp.partition, out, marks))
             offsets[tp] = records[-1].offset + 1
             self.processed += len(records)
+        await self._enqueue(_Sent(outs, futures, offsets))
+
+    async def _enqueue(self, sent: _Sent) -> None:
+        """Hand a batch to the completion task; waits while ``PENDING_BATCHES`` are ahead of it, and gives
+        up when that task has failed (the loop then raises its failure)."""
+        assert self.completer is not None
+        if self.completer.done():
+            return
+        put = asyncio.ensure_future(self.pending.put(sent))
+        try:
+            await asyncio.wait({put, self.completer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            put.cancel()
+
+    async def _drain(self) -> None:
+        """Wait until every batch sent so far is acknowledged and committed (or the completion failed)."""
+        if self.completer is None or self.completer.done():
+            return
+        joined = asyncio.ensure_future(self.pending.join())
+        try:
+            await asyncio.wait({joined, self.completer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            joined.cancel()
+
+    async def _complete_loop(self) -> None:
+        """Complete the processed batches in order (``_complete``); a failure stops the worker."""
+        while True:
+            sent = await self.pending.get()
+            try:
+                await self._complete(sent)
+            except Exception as exc:
+                log.error("processor.send_failed", error=repr(exc), exc_info=exc)
+                self.failure = exc
+                raise
+            finally:
+                self.pending.task_done()
+
+    async def _complete(self, sent: _Sent) -> None:
+        """Wait for a batch's acknowledgements, write its marks (each with the events offset it applied
+        at, known once the events before it are acknowledged), then commit its input offsets."""
+        assert self.producer is not None
+        assert self.consumer is not None
+        producer, outs, futures, offsets = self.producer, sent.outs, sent.futures, sent.offsets
         if any(marks for _, _, marks in outs):  # a mark records the events offset it applied at
             await asyncio.gather(*(f for _, out, _ in outs for f in out.futures))
         mark_outs: list[tuple[int, BatchOut]] = []
@@ -427,8 +510,6 @@ class ActionProcessor:
                 # partition, and the replayed batch is recognised as already published.
                 self.commit_failures += 1
                 log.warning("processor.commit_after_rebalance", error=repr(exc), partitions=len(offsets))
-                return
-        await self._snapshot_due()
 
     @staticmethod
     def _accept(state: PartitionState, rec: Any, now_us: int) -> Outcome:

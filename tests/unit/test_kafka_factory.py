@@ -91,8 +91,8 @@ def consumer_config(
     ("profile", "linger_ms", "batch", "request_size"),
     [
         ("control", 0, 16384, MIB),  # aiokafka's default batch and request sizes
-        ("actions", 5, MIB, MIB),
-        ("bulk", 5, MIB, 8 * MIB),
+        ("actions", 0, MIB, MIB),
+        ("bulk", 0, MIB, 8 * MIB),
         ("small", 5, 16384, MIB),
     ],
 )
