@@ -5,22 +5,38 @@ The stream workers publish, per events partition and tick, what changed in that 
 complete when every partition has published it; the merge of the per-partition top lists is exact
 (``streams.feeds.merge_feeds``). Agent workers and the clock read all partitions from the beginning,
 without a group.
+
+A reader that stops receiving while a tick is waited for is found and replaced (``_watch``): when nothing
+has arrived for ``stall_s`` seconds while someone waits, the feeds topic's high watermarks are read on a
+connection of their own (``runtime.lag.LagReader``); a partition whose log goes past what this reader
+received, with nothing received between two such checks, means its fetch is not coming back (a request
+the broker never answered, a lost wake-up). The reader is then logged as ``feeds.reader_stuck`` and
+replaced by a new consumer from the offsets it had reached, so the same records follow, once each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from molt_society.agents.brain import FeedView
 from molt_society.runtime import kafka
+from molt_society.runtime.lag import LagReader
+from molt_society.runtime.logs import get_logger
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FeedState, FeedUpdate
 from molt_society.streams.feeds import merge_feeds
+
+log = get_logger(__name__)
+
+STALL_S = 3.0
+"""A waiter waiting this long with no feed record received has the reader checked (``_watch``)."""
+CHECK_EVERY_S = 1.0
 
 
 class FeedPassed(RuntimeError):
@@ -39,12 +55,15 @@ class FeedCache:
         fetch_wait_ms: int = 10,
         *,
         as_of_tick: bool = False,
+        stall_s: float = STALL_S,
     ) -> None:
         """``as_of_tick``: hold back every update of a tick later than the newest one ``view(tick)`` asked
         for, so that the view is the feed as of that tick even when the log already holds later ticks (an
         agent worker restarted in the middle of a tick redoes it on the same feed as the first time)."""
         self.bootstrap = bootstrap
+        self.society = society
         self.fetch_wait_ms = fetch_wait_ms
+        self.stall_s = stall_s
         self.topic = topic_name(society, Role.FEEDS)
         self.partitions = partitions
         self.feed_size = feed_size
@@ -60,19 +79,42 @@ class FeedCache:
         self._view: FeedView | None = None
         self._view_key = (-1, -1)
         self._failure: BaseException | None = None
+        self._next: dict[int, int] = {}  # per partition, the offset after the last record received
+        self._received_at = time.monotonic()
+        self._wanted = -1  # the newest tick a waiter asked for
+        self._watcher: asyncio.Task[None] | None = None
+        self.restarts = 0
 
     async def start(self) -> None:
+        await self._open()
+        self._watcher = asyncio.create_task(self._watch(), name="feeds.watch")
+
+    async def _open(self) -> None:
+        """A consumer of every partition from where this cache is (the beginning at first), and its task."""
         # "reader" resets to the earliest record when trimmed past its position (society.trim): the newest
         # feed records stay
         self._consumer = kafka.consumer(self.bootstrap, "reader", fetch_max_wait_ms=self.fetch_wait_ms)
         await self._consumer.start()
         tps = [TopicPartition(self.topic, q) for q in range(self.partitions)]
         self._consumer.assign(tps)
-        await self._consumer.seek_to_beginning(*tps)
+        fresh = [tp for tp in tps if tp.partition not in self._next]
+        if fresh:
+            await self._consumer.seek_to_beginning(*fresh)
+        for tp in tps:
+            if tp.partition in self._next:
+                self._consumer.seek(tp, self._next[tp.partition])
+        self._received_at = time.monotonic()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop reading; bounded, since a consumer of a broker that is gone can take long to close."""
+        if self._watcher:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher
+        await self._close(timeout)
+
+    async def _close(self, timeout: float) -> None:
         if self._task:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -88,6 +130,53 @@ class FeedCache:
                     raise
             except TimeoutError:
                 pass
+
+    async def _watch(self) -> None:
+        """Replace the reader when it stopped receiving while its partitions have more (module docstring)."""
+        lag: LagReader | None = None
+        strikes = 0
+        seen = -1.0  # _received_at at the previous check
+        try:
+            while True:
+                await asyncio.sleep(CHECK_EVERY_S)
+                quiet = time.monotonic() - self._received_at
+                if self._wanted <= self.complete_tick or quiet < self.stall_s or self._failure is not None:
+                    strikes = 0
+                    continue
+                if lag is None:
+                    lag = LagReader(self.bootstrap, self.society, timeout=2.0, client_id="feeds-watch")
+                try:
+                    hws = await lag.highwaters([self.topic], partial=True)
+                except Exception as exc:  # the broker does not answer anyone: nothing to replace
+                    log.info("feeds.watch_unanswered", topic=self.topic, error=repr(exc))
+                    strikes = 0
+                    continue
+                behind = {
+                    tp.partition: (self._next.get(tp.partition, 0), hw)
+                    for tp, hw in hws.items()
+                    if hw > self._next.get(tp.partition, 0)
+                }
+                strikes = strikes + 1 if behind and self._received_at == seen else int(bool(behind))
+                seen = self._received_at
+                if strikes < 2:
+                    continue
+                log.warning(
+                    "feeds.reader_stuck",
+                    topic=self.topic,
+                    waiting_for_tick=self._wanted,
+                    complete_tick=self.complete_tick,
+                    quiet_s=round(quiet, 1),
+                    behind={q: {"received_to": n, "log_end": hw} for q, (n, hw) in sorted(behind.items())},
+                )
+                await self._close(5.0)
+                await self._open()
+                self.restarts += 1
+                strikes = 0
+                log.warning("feeds.reader_replaced", topic=self.topic, restarts=self.restarts)
+        finally:
+            if lag is not None:
+                with contextlib.suppress(Exception):
+                    await lag.close()
 
     async def _run(self) -> None:
         try:
@@ -106,9 +195,11 @@ class FeedCache:
             batch = await self._consumer.getmany(timeout_ms=200)
             if not batch:
                 continue
-            for records in batch.values():
+            self._received_at = time.monotonic()
+            for tp, records in batch.items():
                 for rec in records:
                     self.receive(control.loads(rec.value))
+                self._next[tp.partition] = records[-1].offset + 1
             if len(self.ticks) == self.partitions:
                 tick = min(self.ticks.values())
                 if tick > self.complete_tick:
@@ -120,6 +211,7 @@ class FeedCache:
         """Wait until every partition has published the feed of ``tick`` (or a later one).
 
         Raises TimeoutError after ``timeout`` seconds, RuntimeError if reading the feeds topic failed."""
+        self._wanted = max(self._wanted, tick)
         async with self._changed:
             await asyncio.wait_for(
                 self._changed.wait_for(lambda: self.complete_tick >= tick or self._failure is not None),
