@@ -27,6 +27,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
+from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import (
@@ -37,6 +38,7 @@ from molt_society.runtime.stack_dump import (
     enable_thread_dumps,
 )
 from molt_society.schemas.control import from_us
+from molt_society.society import barrier_wait
 from molt_society.society.drive import last_window_start, sink_health, wait_drained
 from molt_society.society.fork import ForkPoint, copy_history, fork_point, fork_settings, save_config
 from molt_society.society.live import STYLES, Figures, collect, line, render
@@ -98,6 +100,8 @@ class _Driver:
         self.drained = False
         self.first_tick: float | None = None
         self.loop_blocked: str | None = None  # said while the driver's own event loop was held up
+        self.barrier_on: str | None = None  # the workers the waiting barrier waits on (barrier_wait)
+        self.lag: LagReader | None = None
 
     @property
     def signal_name(self) -> str | None:
@@ -148,28 +152,53 @@ class _Driver:
                 current = [("warning", text) for text in self.supervisor.conditions.values()]
                 if self.loop_blocked is not None:
                     current.append(("warning", self.loop_blocked))
-                barrier_said = self._watch_barrier(current, barrier_said)
+                barrier_said = await self._watch_barrier(current, barrier_said)
                 sink_failing = await self._watch_sink(current, sink_failing)
                 self.notices[:] = current
             except Exception as exc:  # what is wrong is said again at the next look
                 log.warning("run.watch_failed", error=repr(exc))
             await asyncio.sleep(1.0)
 
-    def _watch_barrier(self, current: list[tuple[str, str]], said: int | None) -> int | None:
-        """A tick barrier that waits for some partitions; returns the tick said to be waiting."""
+    async def _watch_barrier(self, current: list[tuple[str, str]], said: int | None) -> int | None:
+        """A tick barrier that waits for some partitions, with the workers it waits on; returns the tick said
+        to be waiting."""
         waiting = self.clock.waiting
         if waiting is not None:
-            current.append(("warning", waiting.describe()))
+            if said != waiting.tick or self.barrier_on is None:
+                self.barrier_on = await self._waits_on(list(waiting.missing))
+            text = f"{waiting.describe()}; {self.barrier_on}"
+            current.append(("warning", text))
             if said != waiting.tick:
                 said = waiting.tick
                 missing = {str(q): t for q, t in waiting.missing.items()}
-                self.journal("clock.barrier_waiting", level="warning", tick=waiting.tick, missing=missing)
-                self.say("warning", waiting.describe())
+                self.journal(
+                    "clock.barrier_waiting",
+                    level="warning",
+                    tick=waiting.tick,
+                    missing=missing,
+                    waiting_on=self.barrier_on,
+                )
+                self.say("warning", text)
         elif said is not None:
             self.journal("clock.barrier_passed", tick=said)
             self.say("info", f"tick {said} is complete on every partition; the society goes on")
             said = None
+            self.barrier_on = None
         return said
+
+    async def _waits_on(self, missing: list[int]) -> str:
+        """``barrier_wait``'s account of the workers holding the missing feeds up (bounded: the broker may
+        be what is stuck)."""
+        workers: dict[str, list[str]] = {}
+        for c in getattr(self.stack, "children", []):
+            workers.setdefault(c.role, []).append(f"{c.label} (pid {c.process.pid})")
+        if self.lag is None:
+            self.lag = LagReader(self.stack.bootstrap, self.society, timeout=3.0, client_id="barrier-watch")
+        try:
+            held = await asyncio.wait_for(barrier_wait.pending(self.lag, self.society, missing), 10.0)
+        except Exception as exc:
+            return f"the consumer groups' lag did not come ({exc!r})"
+        return barrier_wait.describe(held, workers)
 
     async def _watch_sink(self, current: list[tuple[str, str]], failing_said: bool) -> bool:
         """A sink whose inserts fail; returns whether that was said."""
@@ -331,6 +360,9 @@ class _Driver:
         live.update(render(self.fig, self.progress, self.society, self.notices if not self.drained else []))
         with contextlib.suppress(Exception):
             await self.feeds.stop()
+        if self.lag is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.lag.close(), 5.0)
 
 
 class _KafkaLogs:

@@ -555,12 +555,20 @@ def test_a_silent_stream_worker_times_the_barrier_out_naming_what_is_missing(
     )
     run.wait_tick(KILL_AT)
     pids = run.all_pids()
-    os.kill(run.pid_of("streams"), signal.SIGSTOP)
+    stopped = run.pid_of("streams")
+    os.kill(stopped, signal.SIGSTOP)
     rc = run.finish()
     flat = " ".join(run.output.split())
     assert rc == 1, run.output[-5000:]
     waits = run.journal("clock.barrier_waiting")
     assert waits, run.output[-3000:]
+    # the warning names the process holding the tick up and what it holds: the agents acted on the tick,
+    # the stopped stream worker has their actions unprocessed
+    on = waits[-1]["waiting_on"]
+    assert re.fullmatch(
+        rf"waiting on stream worker 0 \(pid {stopped}\): [\d,]+ actions? of partitions? .+ not processed", on
+    ), on
+    assert on in flat
     tick, missing = waits[-1]["tick"], waits[-1]["missing"]
     assert tick > KILL_AT
     assert missing  # the partitions the stopped worker owns, each still at an older tick
