@@ -15,8 +15,19 @@ import tempfile
 import faust
 
 from molt_society.runtime.logs import get_logger, tune_gc
+from molt_society.runtime.stack_dump import task_stacks
 from molt_society.runtime.worker_args import worker_args
 from molt_society.streams.app import ProcessorService, create_app
+
+
+class StreamWorker(faust.Worker):
+    """Faust's worker, with ``SIGUSR2`` writing every asyncio task's stack to the log as the other
+    processes do (``runtime.stack_dump``): mode's own handler starts pdb, which in a worker without a
+    terminal stops it. ``SIGUSR1`` stays mode's task dump."""
+
+    def _on_sigusr2(self) -> None:
+        self.stderr.write(task_stacks(self.loop))
+        self.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     app.conf.broker_rebalance_timeout = settings.stream_session_timeout_seconds
     # The action processor first: the worker starts its services before the app (see ProcessorService).
     processor = ProcessorService(settings, args.bootstrap, args.society, loop=loop)
-    worker = faust.Worker(
+    worker = StreamWorker(
         app, processor, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True
     )
     try:

@@ -324,6 +324,20 @@ def test_sigterm_of_society_run_drains_stops_everything_and_keeps_every_event(
     run.wait_tick(KILL_AT)
     pids = run.all_pids()
     assert {"broker", "driver", "sinks-0", "streams-0", "agents-0", "dashboard-0"} <= pids.keys()
+    # SIGUSR2 asks each pipeline process where its asyncio tasks wait; it goes on working (mode's own
+    # handler started pdb in the stream worker)
+    workers = {name: pid for name, (pid, _) in pids.items() if name in ("streams-0", "agents-0", "sinks-0")}
+    for pid in workers.values():
+        os.kill(pid, signal.SIGUSR2)
+    run_dir = run.state_dir / society_name
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        dumped = {n for n in workers if "asyncio task(s) at" in _tail(run_dir / f"{n}.log", 10**7)}
+        if dumped == workers.keys():
+            break
+        time.sleep(0.2)
+    assert dumped == workers.keys(), dumped
+    run.wait_tick(KILL_AT + 10)
     term_ts = time.time()
     os.kill(run.proc.pid, signal.SIGTERM)
     rc = run.finish()
@@ -331,6 +345,7 @@ def test_sigterm_of_society_run_drains_stops_everything_and_keeps_every_event(
     assert rc == 128 + signal.SIGTERM, run.output[-5000:]
     assert gone_within(pids, GONE_BOUND_S) == []
     print(f"\nSIGTERM of society run: drained, stopped and exited after {exited_s:.1f} s")
+    assert run.journal("stack.child_exited") == []
     assert not (run.state_dir / "stack.json").exists()
     flat = " ".join(run.output.split())
     done = re.search(r"stopped by SIGTERM: society \S+, ([\d,]+) ticks, [\d,]+ events stored;", flat)
