@@ -111,6 +111,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.experiment
 	$(BIN)/python -m molt_society.bench.fit
 	$(BIN)/python -m molt_society.bench.brokers
+	$(BIN)/python -m molt_society.bench.aging
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

@@ -170,19 +170,31 @@ def slices(samples: list[Sample], ticks: int, width: int = 500) -> list[Slice]:
     return out
 
 
-def long_run(broker: str, work: Path, agents: int, ticks: int, tick_seconds: float) -> LongRun:
+def long_run(
+    broker: str | None, work: Path, agents: int, ticks: int, tick_seconds: float, society: str | None = None
+) -> LongRun:
+    """``society run`` of ``agents`` for ``ticks`` on the local ``broker`` (None: the environment's, its
+    default), sampled every second (``Sampler``); society ``long_<broker>`` unless named."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    society = f"long_{broker}"
-    env = society_env(work, drop=("KAFKA_BOOTSTRAP", "SOCIETY_BROKER"))
-    env["SOCIETY_BROKER"] = broker
+    society = society or f"long_{broker or 'default'}"
+    env = society_env(
+        work, drop=("KAFKA_BOOTSTRAP",) if broker is None else ("KAFKA_BOOTSTRAP", "SOCIETY_BROKER")
+    )
+    if broker is not None:
+        env["SOCIETY_BROKER"] = broker
     argv = society_command() + run_args(society, agents, ticks, tick_seconds, "--no-dashboard")
     began = time.monotonic()
     sampler = Sampler(work / "state", work / "state" / society / "run.log", began)
     sampler.start()
     with (work / "run.out").open("wb") as out:
         proc = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
-    res = LongRun(broker, ticks, proc.returncode, round(time.monotonic() - began, 1))
+    res = LongRun(
+        broker or env.get("SOCIETY_BROKER", "kafka"),
+        ticks,
+        proc.returncode,
+        round(time.monotonic() - began, 1),
+    )
     sampler.halt.set()
     sampler.join()
     res.slices = slices(sampler.samples, ticks)

@@ -1,0 +1,57 @@
+"""``bench.aging``: rates per span of ticks and the month's table, from a journal, samples and counts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from molt_society.bench import aging
+from molt_society.bench.brokers import Sample
+
+
+def test_rates_divide_a_span_s_events_by_its_wall_time() -> None:
+    # ticks every 0.1 s up to tick 200, then every 0.2 s; 50 actions per tick, 80 from tick 201 on
+    wall = {t: t * 0.1 if t <= 200 else 20 + (t - 200) * 0.2 for t in range(0, 301, 10)}
+    per_tick = {t: 50 if t <= 200 else 80 for t in range(1, 301)}
+    got = aging.rates(wall, per_tick, 300)
+    assert [(a, b) for a, b, _ in got] == [(0, 100), (100, 200), (200, 300)]
+    assert [r for _, _, r in got] == [500.0, 500.0, 400.0]  # 5,000 / 10 s, 5,000 / 10 s, 8,000 / 20 s
+
+
+def test_journal_ticks_read_the_clock_lines(tmp_path: Path) -> None:
+    journal = tmp_path / "run.log"
+    lines = [
+        {"event": "clock.tick", "tick": 0, "ts": 10.0},
+        {"event": "stack.spawned", "ts": 10.5},
+        {"event": "clock.tick", "tick": 10, "ts": 11.0},
+    ]
+    journal.write_text("\n".join(json.dumps(x) for x in lines) + "\n{half")
+    assert aging.journal_ticks(journal) == {0: 10.0, 10: 11.0}
+    assert aging.journal_ticks(tmp_path / "none.log") == {}
+
+
+def test_the_month_table_gives_events_per_second_and_cpu_per_tick(tmp_path: Path) -> None:
+    # 2 ticks/s for 1,000 ticks, 10 events per tick; the broker uses a quarter of a core: 125 ms per tick
+    samples = [Sample(t / 2, t, {"broker": t / 8}, {"broker": 100 * 2**20}) for t in range(0, 1000, 10)]
+    samples.append(Sample(999 / 2, 999, {"broker": 999 / 8}, {"broker": 100 * 2**20}))
+    month = {
+        "ticks": 1000,
+        "exit_code": 0,
+        "wall_s": 505.0,
+        "events": 9990,
+        "samples": [asdict(s) for s in samples],
+        "events_per_tick": {str(t): 10 for t in range(1, 1000)},
+    }
+    (tmp_path / "month.json").write_text(json.dumps(month))
+    (tmp_path / "in-process.json").write_text(
+        json.dumps({"exit_code": 0, "ticks": 1000, "wall_s": 5.0, "ticks_per_s": 200.0})
+    )
+    text = aging.markdown(tmp_path, "python -m molt_society.bench.aging")
+    assert text.startswith(aging.BEGIN)
+    assert text.endswith(aging.END)
+    assert "| 0-500 | 2.0 | 20 | 125.0 | 100 |" in text
+    assert "| 500-999 | 2.0 | 20 | 125.0 | 100 |" in text
+    assert "last slice against the first from tick 200: 1.00x" in text
+    # 1,000 ticks in 505 s against 200 ticks/s in one process
+    assert "The stack over the whole run: 2.0 ticks/s, 0.01x" in text
