@@ -55,3 +55,28 @@ def test_the_month_table_gives_events_per_second_and_cpu_per_tick(tmp_path: Path
     assert "last slice against the first from tick 200: 1.00x" in text
     # 1,000 ticks in 505 s against 200 ticks/s in one process
     assert "The stack over the whole run: 2.0 ticks/s, 0.01x" in text
+
+
+def test_tick_hops_measure_each_hop_from_the_records_timestamps() -> None:
+    from types import SimpleNamespace
+
+    import orjson
+
+    from molt_society.bench.tick_hops import hops
+    from molt_society.runtime.kafka import WATERMARK_HEADERS
+
+    def rec(value: dict[str, int], ts: int, mark: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(
+            value=orjson.dumps(value), timestamp=ts, headers=list(WATERMARK_HEADERS) if mark else []
+        )
+
+    # tick t: feeds of its 2 partitions at 100t + 90 and 100t + 95; watermarks of 2 shards at 100t + 20, + 60
+    feeds = [rec({"tick": t}, 100 * t + d) for t in range(5) for d in (90, 95)]
+    actions = [rec({"tick": t}, 100 * t + d, mark=True) for t in range(5) for d in (20, 60)]
+    actions.append(rec({"tick": 2}, 250))  # an action: not a watermark
+    ticks = [rec({"tick": t}, 100 * t) for t in range(5)]
+    got = hops(ticks, actions, feeds, 1, 4)
+    assert got["period"] == [100] * 4
+    assert got["agent_first"] == [25] * 4  # 100t + 20 - (100(t-1) + 95)
+    assert got["agent_last"] == [65] * 4
+    assert got["stream"] == [35] * 4
