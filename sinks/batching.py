@@ -31,6 +31,9 @@ from molt_society.sinks.store import Store
 log = get_logger(__name__)
 
 MAX_BACKOFF_S = 5.0
+COMMIT_TIMEOUT_S = 10.0
+"""A commit not answered within this is given up (logged as failed): the rows are stored, and the next
+commit, or the next owner's seek past what is stored, covers them."""
 RETRIES_AFTER_STOP = 3
 """Failed tries of one batch after which a stopping sink gives up (the batch stays uncommitted)."""
 
@@ -214,10 +217,12 @@ class Batcher:
         stats.rows[DEAD_LETTERS_TABLE] += rejected
 
     async def _commit_past(self, tp: Any, last: int) -> bool:
-        """Commit ``last + 1`` on ``tp``; False (logged) when the commit failed."""
+        """Commit ``last + 1`` on ``tp``; False (logged) when the commit failed or took ``COMMIT_TIMEOUT_S``
+        (aiokafka looks for a group coordinator that died with the broker forever: a driver's SIGKILL takes
+        its broker along, and a sink committing then never stopped)."""
         try:
-            await self.commit({tp: last + 1})
-        except (KafkaError, AssertionError) as exc:
+            await asyncio.wait_for(self.commit({tp: last + 1}), COMMIT_TIMEOUT_S)
+        except (KafkaError, AssertionError, TimeoutError) as exc:
             # The rows are stored: after the next assignment the seek past max(_offset) skips them.
             self.stats.commit_errors += 1
             log.warning(

@@ -9,6 +9,9 @@ nothing duplicated. Stopping the driver (SIGTERM) or killing it (SIGKILL) must l
 
 Each test records what the supervision journal (``<run>/run.log``) says about the recovery and prints it
 (``pytest -s``): BENCHMARKS.md's recovery times come from these lines.
+
+The machine is saturated meanwhile: ``SOCIETY_TEST_CPU_HOGS`` busy processes (1 by default, 0 for none)
+run beside the stack for the whole module, so a recovery that only works on an idle machine fails here.
 """
 
 from __future__ import annotations
@@ -42,6 +45,28 @@ LONG_TICKS = 5000  # the driver tests: still running when it is signalled
 KILL_AT = 20
 RUN_BOUND_S = 240.0  # a guard against a hang, not a timing assertion
 GONE_BOUND_S = 60.0  # every process of a stopped or killed driver is gone within this
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cpu_hogs() -> Any:
+    """``SOCIETY_TEST_CPU_HOGS`` processes that spin on a core for the whole module."""
+    n = int(os.environ.get("SOCIETY_TEST_CPU_HOGS", "1"))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield hogs
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def test_the_cpu_hogs_spin(cpu_hogs: list[subprocess.Popen[bytes]]) -> None:
+    """The saturation is real: each hog is alive and has used CPU."""
+    time.sleep(1.0)
+    for h in cpu_hogs:
+        assert h.poll() is None
+        ticks = int(Path(f"/proc/{h.pid}/stat").read_text().rsplit(")", 1)[1].split()[11])
+        assert ticks > 0
 
 
 @dataclass

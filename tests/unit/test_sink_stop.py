@@ -67,3 +67,30 @@ def test_a_loop_that_returns_by_itself_is_awaited_and_its_error_raised() -> None
 
     with pytest.raises(RuntimeError, match="ClickHouse is gone"):
         _stop_after(Failing(), 5.0)
+
+
+def test_a_commit_that_is_never_answered_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiokafka's commit looks for a coordinator that died with the broker forever; the flush must end."""
+    from aiokafka import TopicPartition
+
+    from molt_society.runtime.settings import Settings
+    from molt_society.sinks import batching
+    from molt_society.sinks.stats import SinkStats
+
+    monkeypatch.setattr(batching, "COMMIT_TIMEOUT_S", 0.2)
+
+    async def never(offsets: dict[Any, int]) -> None:
+        await asyncio.Event().wait()
+
+    async def go() -> tuple[bool, float, SinkStats]:
+        stats = SinkStats()
+        b = batching.Batcher(Settings(), stats, None, None, {}, never, asyncio.Event())  # type: ignore[arg-type]
+        began = time.monotonic()
+        ok = await asyncio.wait_for(b._commit_past(TopicPartition("society.s.events", 0), 41), 10)
+        return ok, time.monotonic() - began, stats
+
+    ok, took, stats = asyncio.run(go())
+    assert ok is False
+    assert 0.2 <= took < 5
+    assert stats.commit_errors == 1
+    assert "society.s.events:0" not in stats.committed
