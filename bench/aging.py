@@ -133,6 +133,19 @@ def rates(
     return out
 
 
+def span_rate(samples: list[Sample], a: int, b: int) -> float | None:
+    """Ticks/s between the first samples at or past ticks ``a`` and ``b`` (the newest tick seen when the
+    run ended before ``b``)."""
+    ticked = [s for s in samples if s.tick is not None]
+    newest = max((s.tick for s in ticked if s.tick is not None), default=0)
+    start = next((s for s in ticked if s.tick is not None and s.tick >= a), None)
+    # the first sample that saw tick b, or the newest tick (later samples watch the run drain)
+    end = next((s for s in ticked if s.tick is not None and s.tick >= min(b, newest)), None)
+    if start is None or end is None or start.tick is None or end.tick is None or end.at <= start.at:
+        return None
+    return (end.tick - start.tick) / (end.at - start.at)
+
+
 def _load(work: Path, step: str) -> dict[str, Any] | None:
     try:
         doc = json.loads((work / f"{step}.json").read_text())
@@ -168,7 +181,9 @@ def markdown(work: Path, command: str) -> str:
                 ]
             )
         rate = ip["ticks_per_s"] if ip and ip.get("exit_code") == 0 else None
-        first = next((s for s in sl if s["first"] >= 200), sl[0])
+        samples = [Sample(**x) for x in m["samples"]]
+        tenth = m["ticks"] - m["ticks"] // 10
+        early, late = span_rate(samples, 200, 1000), span_rate(samples, tenth, m["ticks"])
         parts += [
             "",
             f"The demo's society ({AGENTS:,} agents, ticks of {TICK_SECONDS:.0f} s) for "
@@ -187,10 +202,10 @@ def markdown(work: Path, command: str) -> str:
                 rows,
             ),
             "",
-            "- last slice against the first from tick 200: "
-            f"{sl[-1]['ticks_per_s'] / first['ticks_per_s']:.2f}x"
-            if sl and first["ticks_per_s"]
-            else "- no slices",
+            f"- ticks {tenth:,}-{m['ticks']:,} (the last tenth) against ticks 200-1,000: "
+            f"{late:.1f} / {early:.1f} ticks/s = {late / early:.2f}x"
+            if early and late
+            else "- too few samples for the last tenth against ticks 200-1,000",
         ]
         if rate and ip:
             whole = m["ticks"] / m["wall_s"]
@@ -231,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/molt-bench-aging"))
     ap.add_argument("--report-only", action="store_true", help="write the tables from an earlier run's JSON")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--command", default=None, help="the command shown in the report (with --report-only)")
     args = ap.parse_args(argv)
-    command = "python -m molt_society.bench.aging " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = args.command or "python -m molt_society.bench.aging " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         for step in args.steps:

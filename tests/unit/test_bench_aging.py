@@ -52,7 +52,7 @@ def test_the_month_table_gives_events_per_second_and_cpu_per_tick(tmp_path: Path
     assert text.endswith(aging.END)
     assert "| 0-500 | 2.0 | 20 | 125.0 | 100 |" in text
     assert "| 500-999 | 2.0 | 20 | 125.0 | 100 |" in text
-    assert "last slice against the first from tick 200: 1.00x" in text
+    assert "ticks 900-1,000 (the last tenth) against ticks 200-1,000: 2.0 / 2.0 ticks/s = 1.00x" in text
     # 1,000 ticks in 505 s against 200 ticks/s in one process
     assert "The stack over the whole run: 2.0 ticks/s, 0.01x" in text
 
@@ -80,3 +80,18 @@ def test_tick_hops_measure_each_hop_from_the_records_timestamps() -> None:
     assert got["agent_first"] == [25] * 4  # 100t + 20 - (100(t-1) + 95)
     assert got["agent_last"] == [65] * 4
     assert got["stream"] == [35] * 4
+
+
+def test_span_rate_ends_when_the_newest_tick_was_first_seen() -> None:
+    # 4 ticks/s to tick 800, then 2 ticks/s to the last tick (999), then 30 s of samples of the drain
+    samples, at, tick = [], 0.0, 0
+    while tick < 999:
+        samples.append(Sample(at, tick, {}, {}))
+        at += 1.0
+        tick = min(999, tick + (4 if tick < 800 else 2))
+    samples += [Sample(at + k, 999, {}, {}) for k in range(30)]
+    late = aging.span_rate(samples, 900, 1000)
+    early = aging.span_rate(samples, 200, 600)
+    assert early == 4.0
+    assert late is not None
+    assert abs(late - 2.0) < 0.05  # not diluted by the drain's samples
