@@ -39,6 +39,7 @@ from molt_society.bench.markdown import markers, md_table, publish
 from molt_society.bench.processes import REPO
 from molt_society.bench.society_run import run_args, society_command, society_env
 from molt_society.runtime import kafka
+from molt_society.runtime.broker import partition_count
 from molt_society.schemas.topics import Role, topic_name
 
 BEGIN, END = markers("tick-hops")
@@ -50,11 +51,7 @@ async def read_topic(bootstrap: str, topic: str) -> list[Any]:
     c = kafka.consumer(bootstrap, "reader")
     await c.start()
     try:
-        parts = sorted(c.partitions_for_topic(topic) or ())
-        if not parts:
-            await c.topics()
-            parts = sorted(c.partitions_for_topic(topic) or ())
-        tps = [TopicPartition(topic, p) for p in parts]
+        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
         c.assign(tps)
         ends = await c.end_offsets(tps)
         await c.seek_to_beginning(*tps)
