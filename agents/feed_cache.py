@@ -106,6 +106,23 @@ class FeedCache:
         self._received_at = time.monotonic()
         self._task = asyncio.create_task(self._run())
 
+    async def reread(self) -> None:
+        """Forget everything read and read the topic again from its start: the cache a restarted worker
+        starts with (after ``FeedPassed``). Waiters see the complete tick start again from nothing."""
+        await self._close(5.0)
+        self.states.clear()
+        self.ticks.clear()
+        self._pending.clear()
+        self._next.clear()
+        self._applied = 0
+        if self._horizon is not None:
+            self._horizon = -1
+        self.complete_tick = -1
+        self._view = None
+        self._view_key = (-1, -1)
+        self._failure = None
+        await self._open()
+
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop reading; bounded, since a consumer of a broker that is gone can take long to close."""
         if self._watcher:
@@ -255,7 +272,7 @@ class FeedCache:
         ``as_of_tick`` the view holds whatever has been read; with it, later ticks' updates stay pending,
         so a tick redone after a restart sees the feed it saw the first time. Updates cannot be taken
         back: asked for a tick older than one it already showed, it raises ``FeedPassed`` instead of
-        showing a later feed (the agent worker then exits and is restarted with a fresh cache).
+        showing a later feed (the agent worker then reads the topic again: ``reread``).
         """
         if tick is not None and self._horizon is not None:
             if tick < self._horizon:

@@ -40,7 +40,7 @@ from aiokafka.structs import ConsumerRecord
 
 from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.brain import Brain, FeedView, TickContext
-from molt_society.agents.feed_cache import FeedCache
+from molt_society.agents.feed_cache import FeedCache, FeedPassed
 from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.interventions import ArmRuntime
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
@@ -275,15 +275,10 @@ class AgentWorker:
             return [], tick["sim_time_us"]
         if self.s.mode == "sim":
             start = self.origin + timedelta(seconds=t * self.s.tick_seconds)
-            while t > 0 and not stop.is_set():
-                try:
-                    await feeds.wait_for(t - 1, timeout=1.0)
-                    break
-                except TimeoutError:
-                    continue
+            feed = await self._feed_as_of(t - 1, feeds, stop)
         else:
             start = control.from_us(tick["sim_time_us"])
-        feed = feeds.view(t - 1 if self.s.mode == "sim" else None)
+            feed = feeds.view(None)
         ctx = TickContext(
             society=self.society,
             tick=t,
@@ -301,6 +296,28 @@ class AgentWorker:
             if len(mine):
                 events.extend(ev for ev in await brain.decide(mine, feed, ctx) if self._acceptable(ev, mine))
         return events, end_us
+
+    async def _feed_as_of(self, tick: int, feeds: FeedCache, stop: asyncio.Event) -> FeedView:
+        """The feed as of the end of ``tick`` once every partition has published it (simulated time).
+
+        A rebalance can give this worker back a shard whose tick it had passed: the cache has applied a
+        later tick's updates and cannot show the older feed (``FeedPassed``). It then reads the feeds topic
+        again from its start, as a restarted worker would, and shows the feed from that
+        (``agents.feed_reread``)."""
+        while not stop.is_set():
+            if tick >= 0:
+                try:
+                    await feeds.wait_for(tick, timeout=1.0)
+                except TimeoutError:
+                    continue
+                if feeds.complete_tick < tick:  # re-read meanwhile (another shard's decision)
+                    continue
+            try:
+                return feeds.view(tick)
+            except FeedPassed as exc:
+                log.warning("agents.feed_reread", tick=tick, reason=str(exc))
+                await feeds.reread()
+        return feeds.view(tick)  # stopping: whatever is complete, as before (the tick is not committed)
 
     async def _decide_arm(self, arm: ArmRuntime, shard: int, feed: FeedView, ctx: TickContext) -> list[Event]:
         """A shard's tick under an experiment arm (``agents.interventions``): the worker's own events (fork

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from molt_society.agents.feed_cache import FeedCache
+from molt_society.agents.feed_cache import FeedCache, FeedPassed
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import ensure_topics
 from molt_society.schemas import control
@@ -91,3 +91,38 @@ def test_a_reader_whose_fetch_never_returns_is_replaced_and_reads_every_record_o
     # a post out of the merged feed
     assert applied == PARTITIONS * 6
     assert ids == {f"p{q}-{k}" for q in range(PARTITIONS) for k in range(6)}
+
+
+async def _reread_scenario(broker: str, society: str) -> tuple[set[str], set[str], bool]:
+    await ensure_topics(broker, society, partitions=PARTITIONS, shards=1)
+    topic = topic_name(society, Role.FEEDS)
+    pubs = [FeedPublisher() for _ in range(PARTITIONS)]
+    producer = kafka.producer(broker, "control")
+    await producer.start()
+    cache = FeedCache(broker, society, PARTITIONS, feed_size=50, as_of_tick=True)
+    try:
+        for t in range(4):
+            await _send(producer, topic, _updates(pubs, t))
+        await cache.start()
+        await cache.wait_for(3, timeout=30)
+        later = {it["post_id"] for it in cache.view(3).lists("general")["new"]}
+        try:
+            cache.view(1)
+            passed = False
+        except FeedPassed:
+            passed = True
+        await cache.reread()
+        await cache.wait_for(1, timeout=30)
+        older = {it["post_id"] for it in cache.view(1).lists("general")["new"]}
+        return later, older, passed
+    finally:
+        await cache.stop()
+        await producer.stop()
+
+
+def test_a_cache_read_again_shows_a_tick_it_had_passed(broker: str, society_name: str) -> None:
+    """What an agent worker given back a passed tick does (``agents.worker._feed_as_of``)."""
+    later, older, passed = asyncio.run(_reread_scenario(broker, society_name))
+    assert passed
+    assert later == {f"p{q}-{k}" for q in range(PARTITIONS) for k in range(4)}
+    assert older == {f"p{q}-{k}" for q in range(PARTITIONS) for k in range(2)}
