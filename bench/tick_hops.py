@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import TopicPartition
 
 from molt_society.bench.aging import journal_ticks
 from molt_society.bench.machine import machine_line
@@ -39,35 +38,11 @@ from molt_society.bench.markdown import markers, md_table, publish
 from molt_society.bench.processes import REPO
 from molt_society.bench.society_run import run_args, society_command, society_env
 from molt_society.runtime import kafka
-from molt_society.runtime.broker import partition_count
+from molt_society.runtime.broker import read_topic
 from molt_society.schemas.topics import Role, topic_name
 
 BEGIN, END = markers("tick-hops")
 SOCIETY = "hops"
-
-
-async def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic`` (the run is short: a few hundred thousand small records)."""
-    c = kafka.consumer(bootstrap, "reader")
-    await c.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(await partition_count(bootstrap, topic))]
-        c.assign(tps)
-        ends = await c.end_offsets(tps)
-        await c.seek_to_beginning(*tps)
-        left = {tp for tp in tps if ends[tp] > 0}
-        out: list[Any] = []
-        while left:
-            batch = await c.getmany(timeout_ms=1000, max_records=10_000)
-            if not batch:
-                break
-            for tp, recs in batch.items():
-                out.extend(recs)
-                if recs[-1].offset + 1 >= ends[tp]:
-                    left.discard(tp)
-        return out
-    finally:
-        await c.stop()
 
 
 def hops(

@@ -23,7 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from aiokafka import TopicPartition
 from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -306,3 +308,30 @@ async def partition_count(bootstrap: str, topic: str, timeout: float = 30.0) -> 
             await asyncio.sleep(0.2)
     finally:
         await admin.close()
+
+
+async def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of ``topic``, all partitions, from the beginning to the high watermark (for tests and
+    benchmarks that read back what a run wrote; it holds them all in memory)."""
+    # the partitions as the broker's metadata lists them (a consumer's own metadata covers only the topics
+    # it follows; with Apache Kafka, topics() does not add them)
+    n = await partition_count(bootstrap, topic)
+    c = kafka.consumer(bootstrap, "reader", auto_offset_reset="latest")
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(n)]
+        c.assign(tps)
+        await c.seek_to_beginning(*tps)
+        out: list[Any] = []
+        done: set[TopicPartition] = set()
+        while len(done) < len(tps):
+            batch = await c.getmany(timeout_ms=300)
+            for recs in batch.values():
+                out.extend(recs)
+            for tp in tps:
+                hw = c.highwater(tp)
+                if hw is not None and await c.position(tp) >= hw:
+                    done.add(tp)
+        return out
+    finally:
+        await c.stop()

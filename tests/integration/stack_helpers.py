@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import TopicPartition
 
 from molt_society.runtime import kafka
-from molt_society.runtime.broker import partition_count
+from molt_society.runtime.broker import read_topic
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.drive import drive_clock, last_window_start, wait_drained
@@ -92,32 +91,6 @@ def run_ticks(stack: LocalStack, ticks: int) -> int:
 
 def sql(stack: LocalStack, query: str) -> list[list[Any]]:
     return query_http(stack.sink_url(), query).rows
-
-
-async def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic``, all partitions, from the beginning to the high watermark."""
-    # the partitions as the broker's metadata lists them (a consumer's own metadata covers only the topics
-    # it follows; with Apache Kafka, topics() does not add them)
-    n = await partition_count(bootstrap, topic)
-    c = kafka.consumer(bootstrap, "reader", auto_offset_reset="latest")
-    await c.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(n)]
-        c.assign(tps)
-        await c.seek_to_beginning(*tps)
-        out: list[Any] = []
-        done: set[TopicPartition] = set()
-        while len(done) < len(tps):
-            batch = await c.getmany(timeout_ms=300)
-            for recs in batch.values():
-                out.extend(recs)
-            for tp in tps:
-                hw = c.highwater(tp)
-                if hw is not None and await c.position(tp) >= hw:
-                    done.add(tp)
-        return out
-    finally:
-        await c.stop()
 
 
 def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
