@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -440,26 +440,23 @@ class ActionProcessor:
         await self._enqueue(_Sent(outs, futures, offsets))
 
     async def _enqueue(self, sent: _Sent) -> None:
-        """Hand a batch to the completion task; waits while ``PENDING_BATCHES`` are ahead of it, and gives
-        up when that task has failed (the loop then raises its failure)."""
-        assert self.completer is not None
-        if self.completer.done():
-            return
-        put = asyncio.ensure_future(self.pending.put(sent))
-        try:
-            await asyncio.wait({put, self.completer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            put.cancel()
+        """Hand a batch to the completion task; waits while ``PENDING_BATCHES`` are ahead of it."""
+        await self._unless_completion_failed(lambda: self.pending.put(sent))
 
     async def _drain(self) -> None:
-        """Wait until every batch sent so far is acknowledged and committed (or the completion failed)."""
+        """Wait until every batch sent so far is acknowledged and committed."""
+        await self._unless_completion_failed(self.pending.join)
+
+    async def _unless_completion_failed(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Await ``wait()``, giving up when the completion task has ended (it failed: the loop then raises
+        its failure) or was never started."""
         if self.completer is None or self.completer.done():
             return
-        joined = asyncio.ensure_future(self.pending.join())
+        waiting = asyncio.ensure_future(wait())
         try:
-            await asyncio.wait({joined, self.completer}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiting, self.completer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            joined.cancel()
+            waiting.cancel()
 
     async def _complete_loop(self) -> None:
         """Complete the processed batches in order (``_complete``); a failure stops the worker."""
