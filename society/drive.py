@@ -19,12 +19,17 @@ from typing import Any
 from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime.broker import partition_count
+from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.stack import LocalStack
 from molt_society.warehouse import QueryError, Result
 from molt_society.warehouse.sink_http import query_http
+
+log = get_logger(__name__)
+
+DRAIN_NOTICE_S = 30.0  # a drain still waiting says, this often, what it waits for
 
 
 def query_or_none(url: str, sql: str) -> Result | None:
@@ -81,11 +86,22 @@ def last_window_start(settings: Settings, end_us: int) -> int:
     return (end_us - 1) - (end_us - 1) % window_us
 
 
-async def wait_drained(society: str, last_window_us: int, stack: LocalStack, timeout: float = 300) -> None:
-    """Wait until the last window's metrics are stored and the sink has no lag."""
+async def wait_drained(
+    society: str,
+    last_window_us: int,
+    stack: LocalStack,
+    timeout: float = 300,
+    on_slow: Callable[[str], None] | None = None,
+) -> None:
+    """Wait until the last window's metrics are stored and the sink has no lag.
+
+    Every ``DRAIN_NOTICE_S`` it is still waiting it logs ``drain.waiting`` with what is missing (the
+    window's metrics, the sink's catching up) and passes the same sentence to ``on_slow``."""
     s = society.replace("'", "")
     ts = control.from_us(last_window_us).strftime("%Y-%m-%d %H:%M:%S.%f")
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
+    deadline = began + timeout
+    next_notice = began + DRAIN_NOTICE_S
     while time.monotonic() < deadline:
         # re-read: a restarted sink has a new port (while it restarts, this waits for it)
         url = await stack.wait_sink_url(timeout=max(0.1, deadline - time.monotonic()))
@@ -97,7 +113,18 @@ async def wait_drained(society: str, last_window_us: int, stack: LocalStack, tim
             f"AND window_start = toDateTime64('{ts}', 6, 'UTC')",
         )
         health = await asyncio.to_thread(sink_health, url)
-        if r and r.rows and int(r.rows[0][0]) > 0 and health.get("caught_up") is True:
+        stored = bool(r and r.rows and int(r.rows[0][0]) > 0)
+        if stored and health.get("caught_up") is True:
             return
+        if time.monotonic() >= next_notice:
+            next_notice += DRAIN_NOTICE_S
+            waited = time.monotonic() - began
+            missing = [] if stored else [f"the metrics of the last window ({ts[:19]} UTC) are not stored"]
+            if health.get("caught_up") is not True:
+                missing.append(f"the sink has not caught up ({health or 'no answer'})")
+            text = f"still draining after {waited:.0f} s: " + "; ".join(missing)
+            log.warning("drain.waiting", society=society, waited_s=round(waited), missing=missing)
+            if on_slow is not None:
+                on_slow(text)
         await asyncio.sleep(0.3)
     raise TimeoutError("the pipeline did not drain in time")

@@ -220,9 +220,18 @@ class _Driver:
             self.say("info", "the sink stores again")
         return failing_said
 
+    def _drain_slow(self, text: str) -> None:
+        self.journal("drain.waiting", level="warning", text=text)
+        self.say("warning", text)
+
     async def drain(self, final_tick: int) -> None:
         await self.clock.wait_closed(final_tick)
-        await wait_drained(self.society, last_window_start(self.settings, self.clock.end_us), self.stack)
+        await wait_drained(
+            self.society,
+            last_window_start(self.settings, self.clock.end_us),
+            self.stack,
+            on_slow=self._drain_slow,
+        )
         self.drained = True
 
     async def flow(self) -> int:

@@ -9,7 +9,10 @@ One Faust worker process hosts, for one society:
   closed a window, computes the window's metrics (``streams.aggregate``) and publishes them on the metrics
   topic. Its state lives in Faust tables (changelog-backed), so a restarted or rebalanced worker resumes
   where the last one stopped. Updates are idempotent: a partial for a window already computed is ignored,
-  and a repeated partial replaces an identical one.
+  and a repeated partial replaces an identical one. The agent takes the next partial only once the table
+  updates of the last one are acknowledged (``AckedTable``): Faust alone can commit a partial's offset
+  before its update reaches the changelog, and a worker killed then lost that partial for good (the
+  window never completed and the run never drained; CI, stop 35).
 
 Run several workers for the same society and they share the partitions through their consumer groups.
 """
@@ -22,6 +25,7 @@ from typing import Any
 
 import faust
 import mode
+from faust.types import FutureMessage
 
 from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
@@ -32,6 +36,39 @@ from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.processor import ActionProcessor
 
 log = get_logger(__name__)
+
+
+class AckedTable(faust.Table[str, bytes]):
+    """A Faust table whose changelog writes can be awaited (``settled``).
+
+    Faust's commit flushes its producer's buffer before committing input offsets, but that flush gives up
+    after waiting 0.1 s for any one record (``faust.transport.producer.Buffer.flush_atmost``): on a loaded
+    machine it committed the offset of a partial whose table update was still in the buffer, and a worker
+    killed then came back without the update. An agent that awaits ``settled()`` before taking its next
+    record cannot have that record's offset committed ahead of its changelog records."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unacked: list[FutureMessage] = []
+
+    def send_changelog(self, *args: Any, **kwargs: Any) -> FutureMessage:
+        fut: FutureMessage = super().send_changelog(*args, **kwargs)
+        self._unacked.append(fut)
+        return fut
+
+    async def settled(self) -> None:
+        """Return once every changelog record written so far is acknowledged by the broker."""
+        unacked, self._unacked = self._unacked, []
+        if unacked:
+            await asyncio.gather(*unacked)
+
+
+def _acked_table(app: faust.App, name: str) -> AckedTable:
+    table = AckedTable(
+        app, name=name, default=None, beacon=app.tables.beacon, partitions=1, value_type=bytes, key_type=str
+    )
+    app.tables.add(table)
+    return table
 
 
 def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: str) -> faust.App:
@@ -60,9 +97,9 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
     )
     metrics_topic = app.topic(topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw")
     # key "<window_start_us>:<partition>" -> partial JSON; deleted once the window is computed
-    pending = app.Table("pending", default=None, partitions=1, value_type=bytes, key_type=str)
+    pending = _acked_table(app, "pending")
     # key "memory" -> {"top_k": [...], "supers": [...], "last_window_us": int}
-    influence = app.Table("influence", default=None, partitions=1, value_type=bytes, key_type=str)
+    influence = _acked_table(app, "influence")
 
     def load_memory() -> InfluenceMemory:
         raw = influence.get("memory")
@@ -93,6 +130,7 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             if memory.last_window_us is not None and start <= memory.last_window_us:
                 continue  # already computed (a partition re-emitted it after a rebuild)
             pending[f"{start}:{partial['partition']}"] = raw
+            await pending.settled()
             n = partial["partitions"]
             keys = [f"{start}:{q}" for q in range(n)]
             if any(pending.get(k) is None for k in keys):
@@ -105,11 +143,17 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             by_name: dict[str, list[control.MetricEvent]] = {}
             for m in metrics:
                 by_name.setdefault(m["metric"], []).append(m)
-            for name, values in by_name.items():
+            # the window's metrics are on the broker before the window is marked computed
+            sent = [
                 await metrics_topic.send(key=name.encode(), value=control.dumps(values))
+                for name, values in by_name.items()
+            ]
+            await asyncio.gather(*sent)
             save_memory(memory)
             for k in keys:
                 del pending[k]
+            await influence.settled()
+            await pending.settled()
             log.info("window.computed", window_start_us=start, metrics=len(metrics))
 
     return app

@@ -84,7 +84,16 @@ class Run:
 
     @property
     def output(self) -> str:
-        return (self.root / "run.out").read_text(errors="replace")
+        """What the run printed, each line once (at its last place): a run printing no terminal redraws
+        its progress line every refresh, which would fill a failure's message with copies of it."""
+        lines = (self.root / "run.out").read_text(errors="replace").splitlines()
+        seen: set[str] = set()
+        kept = []
+        for line in reversed(lines):
+            if line not in seen:
+                seen.add(line)
+                kept.append(line)
+        return "\n".join(reversed(kept))
 
     def stack(self) -> dict[str, Any]:
         try:
@@ -154,10 +163,10 @@ class Run:
                     os.kill(pid, sig)
         time.sleep(2.0)
         run_dir = self.state_dir / self.society
-        parts = [f"--- run.log ---\n{_tail(run_dir / 'run.log', 4000)}"]
-        for log in sorted(run_dir.glob("*.log")):
-            if log.name != "run.log":
-                parts.append(f"--- {log.name} ---\n{_tail(log, 6000)}")
+        parts = [f"--- {log.name} ---\n{_tail(log, 6000)}" for log in sorted(run_dir.glob("*.log"))]
+        parts = [p for p in parts if not p.startswith("--- run.log ---")]
+        # the supervision journal last: a report cut in the middle keeps its end
+        parts.append(f"--- run.log ---\n{_tail(run_dir / 'run.log', 4000)}")
         return "\n".join(parts)
 
 
