@@ -63,7 +63,7 @@ class AckedTable(faust.Table[str, bytes]):
             await asyncio.gather(*unacked)
 
 
-def _acked_table(app: faust.App, name: str) -> AckedTable:
+def acked_table(app: faust.App, name: str) -> AckedTable:
     table = AckedTable(
         app, name=name, default=None, beacon=app.tables.beacon, partitions=1, value_type=bytes, key_type=str
     )
@@ -97,9 +97,9 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
     )
     metrics_topic = app.topic(topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw")
     # key "<window_start_us>:<partition>" -> partial JSON; deleted once the window is computed
-    pending = _acked_table(app, "pending")
+    pending = acked_table(app, "pending")
     # key "memory" -> {"top_k": [...], "supers": [...], "last_window_us": int}
-    influence = _acked_table(app, "influence")
+    influence = acked_table(app, "influence")
 
     def load_memory() -> InfluenceMemory:
         raw = influence.get("memory")
