@@ -113,6 +113,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.brokers
 	$(BIN)/python -m molt_society.bench.aging
 	$(BIN)/python -m molt_society.bench.tick_hops
+	$(BIN)/python -m molt_society.bench.kafka_requests
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .society .mypy_cache .ruff_cache

@@ -111,8 +111,17 @@ class JournalTail:
 
 
 class Sampler(threading.Thread):
-    def __init__(self, state_dir: Path, journal: Path, began: float, every: float = 1.0) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        journal: Path,
+        began: float,
+        every: float = 1.0,
+        extra: dict[str, int] | None = None,
+    ) -> None:
+        """Samples the processes of the stack in ``state_dir`` and the ``extra`` ones (role: pid)."""
         super().__init__(daemon=True, name="brokers-sampler")
+        self.extra = dict(extra or {})
         self.stack_json = state_dir / "stack.json"
         self.journal = JournalTail(journal)
         self.began = began
@@ -125,7 +134,9 @@ class Sampler(threading.Thread):
         while not self.halt.wait(self.every):
             cpu: dict[str, float] = {}
             rss: dict[str, int] = {}
-            for role, pid in stack_processes(self.stack_json).items():
+            stack = stack_processes(self.stack_json)
+            # the extra ones only beside a stack: a reading without it is not one of a run (``slices``)
+            for role, pid in {**stack, **(self.extra if stack else {})}.items():
                 c, r, h = cpu_seconds(pid), status_kib(pid, "VmRSS"), status_kib(pid, "VmHWM")
                 if c is not None:
                     cpu[role] = c

@@ -144,6 +144,8 @@ class Node:
     node_id: int = 1
     voters: str = ""  # "1@127.0.0.1:p1,2@...": empty for a single node (itself)
     replication: int = 1  # of the internal topics (offsets, transactions)
+    # the port clients are told to connect to, when not ``port``: a proxy in front (runtime.kafka_proxy)
+    advertised_port: int | None = None
 
     @property
     def quorum(self) -> str:
@@ -162,7 +164,7 @@ def server_properties(data_dir: Path, port: int, controller_port: int, node: Nod
             f"node.id={node.node_id}",
             f"controller.quorum.voters={node.quorum}",
             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.advertised_port or port}",
             "controller.listener.names=CONTROLLER",
             "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -283,11 +285,16 @@ class KafkaBroker:
         nice: int = 0,
         die_with_parent: bool = True,
         timeout: float = 60.0,
+        advertised_port: int | None = None,
     ) -> KafkaBroker:
         """Start the node on ``port`` (a free one by default) with its log in ``data_dir``, formatted on
         first use; ready once it answers a request. With ``die_with_parent`` it gets SIGTERM when this
-        process dies (``runtime.broker.child_preexec``: call from the main thread)."""
-        broker = cls.spawn(data_dir, log_file, port or free_port(), free_port(), nice, die_with_parent)
+        process dies (``runtime.broker.child_preexec``: call from the main thread). With
+        ``advertised_port`` its metadata sends clients there (a ``runtime.kafka_proxy`` in front of it,
+        which must be listening before this is called: readiness is asked through it)."""
+        port, controller = port or free_port(), free_port()
+        node = Node(port, controller, advertised_port=advertised_port) if advertised_port else None
+        broker = cls.spawn(data_dir, log_file, port, controller, nice, die_with_parent, node=node)
         try:
             wait_for_port("127.0.0.1", broker.port, timeout=timeout)
             broker._wait_answering(time.monotonic() + timeout)

