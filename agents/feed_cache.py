@@ -27,6 +27,7 @@ from molt_society.agents.brain import FeedView
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FeedState, FeedUpdate
@@ -125,17 +126,11 @@ class FeedCache:
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop reading; bounded, since a consumer of a broker that is gone can take long to close."""
-        if self._watcher:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watcher
+        await cancel_and_wait(self._watcher)
         await self._close(timeout)
 
     async def _close(self, timeout: float) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await cancel_and_wait(self._task)
         if self._consumer:
             try:
                 await asyncio.wait_for(self._consumer.stop(), timeout)

@@ -49,6 +49,7 @@ from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.arm_plan import load_plan
 from molt_society.schemas.events import AgentsJoined, Event, partition_key
@@ -177,10 +178,9 @@ class AgentWorker:
                     consumer.pause(*batch)
                     work.put_nowait(batch)
         finally:
-            if not acting.done():
-                acting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await acting  # a failure of the acting task is raised here
+            await cancel_and_wait(acting)
+            if not acting.cancelled() and (failure := acting.exception()) is not None:
+                raise failure  # a failure of the acting task
             await feeds.stop()
             self.closing = True  # leaving the group at the end is no revocation
             with contextlib.suppress(Exception):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.tasks import cancel_and_wait
 
 log = get_logger(__name__)
 
@@ -143,9 +144,6 @@ class LoopWatch:
 
     async def stop(self) -> None:
         self._stop.set()
-        if self._beat is not None:
-            self._beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beat
+        await cancel_and_wait(self._beat)
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 5.0)

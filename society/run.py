@@ -37,6 +37,7 @@ from molt_society.runtime.stack_dump import (
     enable_task_dumps,
     enable_thread_dumps,
 )
+from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas.control import from_us
 from molt_society.society import barrier_wait
 from molt_society.society.drive import last_window_start, sink_health, wait_drained
@@ -357,11 +358,7 @@ class _Driver:
         if self.signals is not None:
             self.signals.stopping = True  # from here on the stack stops anyway
             self.signals.detach()
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(*tasks)
         url = self.stack.current_sink_url()
         if url is not None:
             self.fig = await asyncio.to_thread(collect, url, self.society)

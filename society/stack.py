@@ -52,6 +52,7 @@ from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state as read_state
 from molt_society.runtime.stack_state import state_path
+from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.society.model_server import LocalModelServer
 
 log = get_logger(__name__)
@@ -548,9 +549,7 @@ class Supervisor:
                     prober.result()
                 await asyncio.sleep(self.POLL_S)
         finally:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
+            await cancel_and_wait(prober)  # a cancel the probe's wait_for swallowed left it looping for ever
             self.stack.supervised = False
 
     # ----------------------------------------------------------------------------------- the broker

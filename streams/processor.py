@@ -60,6 +60,7 @@ from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.topics import (
     DLQ_CODE,
@@ -211,9 +212,7 @@ class ActionProcessor:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._drain(), DRAIN_ON_STOP_S)
-            self.completer.cancel()
-            with contextlib.suppress(BaseException):
-                await self.completer
+            await cancel_and_wait(self.completer)
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
             await self.producer.stop()
