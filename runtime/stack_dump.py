@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import faulthandler
+import gc
 import io
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import IO, Any
 
 from molt_society.runtime.logs import get_logger
@@ -60,7 +62,33 @@ def task_stacks(loop: asyncio.AbstractEventLoop) -> str:
     for task in tasks:
         out.write(f"{task.get_name()} {task.get_coro()!r}\n")
         task.print_stack(limit=20, file=out)
+        chain = await_chain(task.get_coro())
+        if len(chain) > 1:  # print_stack shows the task's own coroutine only, not what it awaits
+            out.write("  awaiting, innermost last:\n")
+            for frame in chain[1:]:
+                code = frame.f_code
+                out.write(f'    File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}\n')
     return out.getvalue()
+
+
+def await_chain(coro: object, limit: int = 50) -> list[FrameType]:
+    """The frames of ``coro`` and of what it awaits, down to the innermost: coroutines, generators and
+    async generators (an ``async for`` awaits an ``async_generator_asend``, which names its generator only
+    to the garbage collector)."""
+    frames: list[FrameType] = []
+    while coro is not None and len(frames) < limit:
+        frame = _first_attr(coro, ("cr_frame", "ag_frame", "gi_frame"))
+        if frame is not None:
+            frames.append(frame)
+        awaited = _first_attr(coro, ("cr_await", "ag_await", "gi_yieldfrom"))
+        if awaited is None and type(coro).__name__ in ("async_generator_asend", "async_generator_athrow"):
+            awaited = next((g for g in gc.get_referents(coro) if hasattr(g, "ag_frame")), None)
+        coro = awaited
+    return frames
+
+
+def _first_attr(obj: object, names: tuple[str, ...]) -> Any:
+    return next((v for a in names if (v := getattr(obj, a, None)) is not None), None)
 
 
 def _to_stderr(text: str) -> None:

@@ -12,7 +12,12 @@ One Faust worker process hosts, for one society:
   and a repeated partial replaces an identical one. The agent takes the next partial only once the table
   updates of the last one are acknowledged (``AckedTable``): Faust alone can commit a partial's offset
   before its update reaches the changelog, and a worker killed then lost that partial for good (the
-  window never completed and the run never drained; CI, stop 35).
+  window never completed and the run never drained; CI, stop 35);
+- the aggregate watch: a partial the agent has been on for ``AGGREGATE_STALL_S`` (waiting on the broker, a
+  changelog acknowledgement or its metrics computation) is a stall: the worker logs ``aggregate.stalled``
+  with where the agent waits, and exits with status ``STALL_EXIT`` so that the stack restarts it. Nothing is
+  lost by that (the partial's offset is not committed; the restarted worker recovers its tables and takes
+  the partial again), where waiting would have kept the run from ever draining.
 
 Run several workers for the same society and they share the partitions through their consumer groups.
 """
@@ -21,6 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import sys
+import time
 from typing import Any
 
 import faust
@@ -30,12 +38,16 @@ from faust.types import FutureMessage
 from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.stack_dump import await_chain
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.processor import ActionProcessor
 
 log = get_logger(__name__)
+
+AGGREGATE_STALL_S = 60.0
+STALL_EXIT = 75  # EX_TEMPFAIL: the stack restarts the worker
 
 
 class AckedTable(faust.Table[str, bytes]):
@@ -121,40 +133,69 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             }
         )
 
+    busy: dict[str, float] = {}  # "since": when the agent took the partial it is on
+
     @app.agent(partials_topic, concurrency=1)
     async def aggregate(stream: faust.StreamT[bytes]) -> None:
         async for raw in stream:
-            partial: control.WindowPartial = control.loads(raw)
-            start = partial["window_start_us"]
-            memory = load_memory()
-            if memory.last_window_us is not None and start <= memory.last_window_us:
-                continue  # already computed (a partition re-emitted it after a rebuild)
-            pending[f"{start}:{partial['partition']}"] = raw
-            await pending.settled()
-            n = partial["partitions"]
-            keys = [f"{start}:{q}" for q in range(n)]
-            if any(pending.get(k) is None for k in keys):
-                continue
-            partials = [control.loads(pending[k]) for k in keys]
-            loop = asyncio.get_running_loop()
-            metrics = await loop.run_in_executor(
-                None, functools.partial(window_metrics, society, partials, memory, top_k=settings.top_k)
-            )
-            by_name: dict[str, list[control.MetricEvent]] = {}
-            for m in metrics:
-                by_name.setdefault(m["metric"], []).append(m)
-            # the window's metrics are on the broker before the window is marked computed
-            sent = [
-                await metrics_topic.send(key=name.encode(), value=control.dumps(values))
-                for name, values in by_name.items()
-            ]
-            await asyncio.gather(*sent)
-            save_memory(memory)
-            for k in keys:
-                del pending[k]
-            await influence.settled()
-            await pending.settled()
-            log.info("window.computed", window_start_us=start, metrics=len(metrics))
+            busy["since"] = time.monotonic()
+            try:
+                await take(raw)
+            finally:
+                busy.pop("since", None)
+
+    async def take(raw: bytes) -> None:
+        partial: control.WindowPartial = control.loads(raw)
+        start = partial["window_start_us"]
+        memory = load_memory()
+        if memory.last_window_us is not None and start <= memory.last_window_us:
+            return  # already computed (a partition re-emitted it after a rebuild)
+        pending[f"{start}:{partial['partition']}"] = raw
+        await pending.settled()
+        n = partial["partitions"]
+        keys = [f"{start}:{q}" for q in range(n)]
+        if any(pending.get(k) is None for k in keys):
+            return
+        partials = [control.loads(pending[k]) for k in keys]
+        loop = asyncio.get_running_loop()
+        metrics = await loop.run_in_executor(
+            None, functools.partial(window_metrics, society, partials, memory, top_k=settings.top_k)
+        )
+        by_name: dict[str, list[control.MetricEvent]] = {}
+        for m in metrics:
+            by_name.setdefault(m["metric"], []).append(m)
+        # the window's metrics are on the broker before the window is marked computed
+        sent = [
+            await metrics_topic.send(key=name.encode(), value=control.dumps(values))
+            for name, values in by_name.items()
+        ]
+        await asyncio.gather(*sent)
+        save_memory(memory)
+        for k in keys:
+            del pending[k]
+        await influence.settled()
+        await pending.settled()
+        log.info("window.computed", window_start_us=start, metrics=len(metrics))
+
+    @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
+    async def watch_aggregate() -> None:
+        since = busy.get("since")
+        if since is None or time.monotonic() - since < AGGREGATE_STALL_S:
+            return
+        waits = [
+            f"{f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}"
+            for task in asyncio.all_tasks()
+            if "aggregate" in repr(task.get_coro()) or "_execute_actor" in repr(task.get_coro())
+            for f in await_chain(task.get_coro())[-6:]
+        ]
+        log.error(
+            "aggregate.stalled",
+            seconds=round(time.monotonic() - since),
+            waits=waits,
+            action=f"exiting with status {STALL_EXIT} to be restarted",
+        )
+        sys.stderr.flush()
+        os._exit(STALL_EXIT)  # a crash, as a SIGKILL: nothing committed is lost, the rest is replayed
 
     return app
 

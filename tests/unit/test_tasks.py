@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from molt_society.runtime.tasks import cancel_and_wait
 
@@ -51,3 +52,31 @@ def test_finished_failed_and_missing_tasks_are_fine() -> None:
         return t.exception()
 
     assert isinstance(asyncio.run(main()), ValueError)
+
+
+def test_a_task_dump_names_what_an_async_for_waits_on() -> None:
+    from molt_society.runtime.stack_dump import await_chain, task_stacks
+
+    async def inner() -> None:
+        await asyncio.sleep(5)
+
+    async def agen() -> Any:
+        while True:
+            await inner()
+            yield 1
+
+    async def outer() -> None:
+        async for _ in agen():
+            pass
+
+    async def main() -> tuple[list[str], str]:
+        t = asyncio.create_task(outer(), name="outer")
+        await asyncio.sleep(0.05)
+        names = [f.f_code.co_name for f in await_chain(t.get_coro())]
+        text = task_stacks(asyncio.get_running_loop())
+        await cancel_and_wait(t)
+        return names, text
+
+    names, text = asyncio.run(main())
+    assert names == ["outer", "agen", "inner", "sleep"]
+    assert "in inner" in text
