@@ -110,14 +110,46 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
     partials_topic = app.topic(
         topic_name(society, Role.PARTIALS), value_serializer="raw", key_serializer="raw"
     )
-    metrics_topic = app.topic(topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw")
-    # key "<window_start_us>:<partition>" -> partial JSON; deleted once the window is computed
-    pending = acked_table(app, "pending")
-    # key "memory" -> {"top_k": [...], "supers": [...], "last_window_us": int}
-    influence = acked_table(app, "influence")
+    aggregator = Aggregator(app, settings, society)
 
-    def load_memory() -> InfluenceMemory:
-        raw = influence.get("memory")
+    @app.agent(partials_topic, concurrency=1)
+    async def aggregate(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            aggregator.busy_since = time.monotonic()
+            aggregator.taken = event.message.offset
+            try:
+                await aggregator.take(event.value)
+            finally:
+                aggregator.busy_since = None
+
+    @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
+    async def watch_aggregate() -> None:
+        aggregator.check_stall()
+
+    return app
+
+
+class Aggregator:
+    """The ``aggregate`` agent's state and work: partials wait in the ``pending`` table until every
+    partition has closed their window, then the window's metrics go to the metrics topic and the
+    influence memory (top-k, superstars, last window) to the ``influence`` table."""
+
+    def __init__(self, app: faust.App, settings: Settings, society: str) -> None:
+        self.app, self.settings, self.society = app, settings, society
+        self.metrics_topic = app.topic(
+            topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw"
+        )
+        # key "<window_start_us>:<partition>" -> partial JSON; deleted once the window is computed
+        self.pending = acked_table(app, "pending")
+        # key "memory" -> {"top_k": [...], "supers": [...], "last_window_us": int}
+        self.influence = acked_table(app, "influence")
+        self.partials_tp = TP(topic_name(society, Role.PARTIALS), 0)
+        self.busy_since: float | None = None  # when the agent took the partial it is on
+        self.taken = -1  # the offset of the newest partial the agent took
+        self.lag_since: float | None = None
+
+    def load_memory(self) -> InfluenceMemory:
+        raw = self.influence.get("memory")
         if raw is None:
             return InfluenceMemory()
         d: dict[str, Any] = control.loads(raw)
@@ -127,8 +159,8 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             last_window_us=d["last_window_us"],
         )
 
-    def save_memory(m: InfluenceMemory) -> None:
-        influence["memory"] = control.dumps(
+    def save_memory(self, m: InfluenceMemory) -> None:
+        self.influence["memory"] = control.dumps(
             {
                 "top_k": sorted(m.top_k) if m.top_k is not None else None,
                 "supers": sorted(m.supers) if m.supers is not None else None,
@@ -136,75 +168,59 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
             }
         )
 
-    busy: dict[str, float] = {}  # "since": when the agent took the partial it is on
-    taken = {"offset": -1.0, "lag_since": -1.0}  # the newest partial's offset; since when it lags
-    partials_tp = TP(topic_name(society, Role.PARTIALS), 0)
-
-    @app.agent(partials_topic, concurrency=1)
-    async def aggregate(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            busy["since"] = time.monotonic()
-            taken["offset"] = float(event.message.offset)
-            try:
-                await take(event.value)
-            finally:
-                busy.pop("since", None)
-
-    async def take(raw: bytes) -> None:
+    async def take(self, raw: bytes) -> None:
+        """One partial: keep it; compute its window once every partition's partial is there."""
+        pending = self.pending
         partial: control.WindowPartial = control.loads(raw)
         start = partial["window_start_us"]
-        memory = load_memory()
+        memory = self.load_memory()
         if memory.last_window_us is not None and start <= memory.last_window_us:
             return  # already computed (a partition re-emitted it after a rebuild)
         pending[f"{start}:{partial['partition']}"] = raw
         await pending.settled()
-        n = partial["partitions"]
-        keys = [f"{start}:{q}" for q in range(n)]
+        keys = [f"{start}:{q}" for q in range(partial["partitions"])]
         if any(pending.get(k) is None for k in keys):
             return
         partials = [control.loads(pending[k]) for k in keys]
-        loop = asyncio.get_running_loop()
-        metrics = await loop.run_in_executor(
-            None, functools.partial(window_metrics, society, partials, memory, top_k=settings.top_k)
+        metrics = await asyncio.get_running_loop().run_in_executor(
+            None,
+            functools.partial(window_metrics, self.society, partials, memory, top_k=self.settings.top_k),
         )
         by_name: dict[str, list[control.MetricEvent]] = {}
         for m in metrics:
             by_name.setdefault(m["metric"], []).append(m)
         # the window's metrics are on the broker before the window is marked computed
         sent = [
-            await metrics_topic.send(key=name.encode(), value=control.dumps(values))
+            await self.metrics_topic.send(key=name.encode(), value=control.dumps(values))
             for name, values in by_name.items()
         ]
         await asyncio.gather(*sent)
-        save_memory(memory)
+        self.save_memory(memory)
         for k in keys:
             del pending[k]
-        await influence.settled()
+        await self.influence.settled()
         await pending.settled()
         log.info("window.computed", window_start_us=start, metrics=len(metrics))
 
-    def lagging_since() -> float | None:
+    def lagging_since(self) -> float | None:
         """Since when the agent has been idle with fetched partials it has not taken (Faust's stream
         buffer is cleared when a rebalance resumes the flow, and its fetcher does not always go back to
         the committed offset: the cleared partials are then never taken), or None."""
         try:
-            highwater = app.consumer.highwater(partials_tp)
+            highwater = self.app.consumer.highwater(self.partials_tp)
         except Exception:  # not assigned (yet), or no fetch yet
             highwater = None
-        now = time.monotonic()
-        if "since" in busy or highwater is None or highwater <= taken["offset"] + 1:
-            taken["lag_since"] = -1.0
-            return None
-        if taken["lag_since"] < 0:
-            taken["lag_since"] = now
-        return taken["lag_since"]
+        if self.busy_since is not None or highwater is None or highwater <= self.taken + 1:
+            self.lag_since = None
+        elif self.lag_since is None:
+            self.lag_since = time.monotonic()
+        return self.lag_since
 
-    @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
-    async def watch_aggregate() -> None:
-        since = busy.get("since")
-        why = "on one partial"
+    def check_stall(self) -> None:
+        """Exit with ``STALL_EXIT`` (said first) when the agent has stalled for ``AGGREGATE_STALL_S``."""
+        since, why = self.busy_since, "on one partial"
         if since is None:
-            since, why = lagging_since(), "idle with partials fetched and not taken"
+            since, why = self.lagging_since(), "idle with partials fetched and not taken"
         if since is None or time.monotonic() - since < AGGREGATE_STALL_S:
             return
         waits = [
@@ -216,15 +232,13 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
         log.error(
             "aggregate.stalled",
             state=why,
-            taken_offset=int(taken["offset"]),
+            taken_offset=self.taken,
             seconds=round(time.monotonic() - since),
             waits=waits,
             action=f"exiting with status {STALL_EXIT} to be restarted",
         )
         sys.stderr.flush()
         os._exit(STALL_EXIT)  # a crash, as a SIGKILL: nothing committed is lost, the rest is replayed
-
-    return app
 
 
 class ProcessorService(mode.Service):
