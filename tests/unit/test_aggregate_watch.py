@@ -1,0 +1,95 @@
+"""The aggregate agent's stall watch (``streams.app.Aggregator.check_stall``): on one partial, or idle with
+partials fetched and not taken, for ``AGGREGATE_STALL_S``, the worker exits with ``STALL_EXIT``; taking
+partials, or idle with nothing fetched, it does not. The consumer's highwater is given by a stand-in: the
+watch reads only that number from Faust's consumer."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from molt_society.streams import app as app_mod
+from molt_society.streams.app import AGGREGATE_STALL_S, STALL_EXIT, Aggregator
+
+
+class Exited(Exception):
+    pass
+
+
+def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> Aggregator:
+    agg = Aggregator.__new__(Aggregator)
+
+    def hw(_tp: Any) -> int:
+        if highwater is None:
+            raise KeyError("not assigned")
+        return highwater
+
+    agg.app = SimpleNamespace(consumer=SimpleNamespace(highwater=hw))  # type: ignore[assignment]
+    agg.partials_tp = None  # type: ignore[assignment]
+    agg.busy_since, agg.taken, agg.lag_since = None, -1, None
+
+    def exit_(code: int) -> None:
+        raise Exited(code)
+
+    # the module's own names only: the event loop keeps the real clock
+    monkeypatch.setattr(app_mod, "os", SimpleNamespace(_exit=exit_))
+    monkeypatch.setattr(app_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    return agg
+
+
+def _check(agg: Aggregator) -> None:
+    async def run() -> None:  # check_stall lists the loop's tasks
+        agg.check_stall()
+
+    asyncio.run(run())
+
+
+def test_idle_with_partials_fetched_and_not_taken_exits_after_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    agg = _aggregator(56, monkeypatch, clock)
+    agg.taken = 44
+    _check(agg)  # the lag starts now
+    clock[0] += AGGREGATE_STALL_S - 1
+    _check(agg)
+    clock[0] += 2
+    with pytest.raises(Exited) as e:
+        _check(agg)
+    assert e.value.args == (STALL_EXIT,)
+
+
+def test_taking_partials_resets_the_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    agg = _aggregator(56, monkeypatch, clock)
+    agg.taken = 44
+    _check(agg)
+    clock[0] += AGGREGATE_STALL_S - 1
+    agg.taken = 55  # it took the rest: nothing fetched is left
+    _check(agg)
+    clock[0] += AGGREGATE_STALL_S
+    _check(agg)  # no exit
+
+
+def test_idle_with_nothing_fetched_or_unassigned_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    for hw in (None, 45):
+        clock = [1000.0]
+        agg = _aggregator(hw, monkeypatch, clock)
+        agg.taken = 44
+        for _ in range(3):
+            _check(agg)
+            clock[0] += AGGREGATE_STALL_S
+
+
+def test_on_one_partial_for_the_limit_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    agg = _aggregator(45, monkeypatch, clock)
+    agg.taken, agg.busy_since = 44, clock[0]
+    clock[0] += AGGREGATE_STALL_S - 1
+    _check(agg)
+    clock[0] += 2
+    with pytest.raises(Exited):
+        _check(agg)
