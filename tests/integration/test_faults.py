@@ -34,7 +34,7 @@ import pytest
 
 from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.offline import simulate
-from molt_society.runtime.broker import pid_alive
+from molt_society.runtime.broker import child_preexec, pid_alive
 from molt_society.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,11 @@ GONE_BOUND_S = 60.0  # every process of a stopped or killed driver is gone withi
 def cpu_hogs() -> Any:
     """``SOCIETY_TEST_CPU_HOGS`` processes that spin on a core for the whole module."""
     n = int(os.environ.get("SOCIETY_TEST_CPU_HOGS", "1"))
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    # they die with this process too (PR_SET_PDEATHSIG): a pytest stopped by a signal left one spinning
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=child_preexec())
+        for _ in range(n)
+    ]
     try:
         yield hogs
     finally:
