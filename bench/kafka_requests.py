@@ -262,9 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/molt-bench-requests"))
     ap.add_argument("--report-only", action="store_true", help="write the table from an earlier run's JSON")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--command", default=None, help="the command shown in the report (with --report-only)")
     args = ap.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m molt_society.bench.kafka_requests", *given])
+    command = args.command or " ".join(["python -m molt_society.bench.kafka_requests", *given])
     args.work.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         for kind in args.brokers:
