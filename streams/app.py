@@ -14,13 +14,15 @@ One Faust worker process hosts, for one society:
   before its update reaches the changelog, and a worker killed then lost that partial for good (the
   window never completed and the run never drained; CI, stop 35);
 - the aggregate watch: a partial the agent has been on for ``AGGREGATE_STALL_S`` (waiting on the broker, a
-  changelog acknowledgement or its metrics computation), or as long idle while partials it has not taken
-  were fetched (Faust clears its stream buffer when a rebalance resumes the flow, and its fetcher does not
-  always go back to the committed offset: ``make test`` saw every partial fetched and windows 4-12 never
-  computed after a restart), is a stall: the worker logs ``aggregate.stalled``
-  with where the agent waits, and exits with status ``STALL_EXIT`` so that the stack restarts it. Nothing is
-  lost by that (the partial's offset is not committed; the restarted worker recovers its tables and takes
-  the partial again), where waiting would have kept the run from ever draining.
+  changelog acknowledgement or its metrics computation), or as long idle while the partials topic holds
+  partials it has not taken (Faust clears its stream buffer when a rebalance resumes the flow, and its
+  fetcher does not always go back to the committed offset: ``make test`` saw every partial fetched and
+  windows 4-12 never computed after a restart; and its table recovery after a restart once waited for
+  ever on changelogs read to their end, the agent never starting), is a stall: the worker logs
+  ``aggregate.stalled`` with where the agent waits, and exits with status ``STALL_EXIT`` so that the stack
+  restarts it. Nothing is lost by that (the partial's offset is not committed; the restarted worker
+  recovers its tables and takes the partial again), where waiting would have kept the run from ever
+  draining.
 
 Run several workers for the same society and they share the partitions through their consumer groups.
 """
@@ -28,6 +30,7 @@ Run several workers for the same society and they share the partitions through t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import sys
@@ -36,9 +39,11 @@ from typing import Any
 
 import faust
 import mode
+from aiokafka import TopicPartition
 from faust.types import TP, FutureMessage
 
 from molt_society.runtime import kafka
+from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import await_chain
@@ -51,6 +56,7 @@ log = get_logger(__name__)
 
 AGGREGATE_STALL_S = 60.0
 STALL_EXIT = 75  # EX_TEMPFAIL: the stack restarts the worker
+END_OFFSET_TIMEOUT_S = 10.0
 
 
 class AckedTable(faust.Table[str, bytes]):
@@ -110,7 +116,7 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
     partials_topic = app.topic(
         topic_name(society, Role.PARTIALS), value_serializer="raw", key_serializer="raw"
     )
-    aggregator = Aggregator(app, settings, society)
+    aggregator = Aggregator(app, settings, society, bootstrap)
 
     @app.agent(partials_topic, concurrency=1)
     async def aggregate(stream: faust.StreamT[bytes]) -> None:
@@ -124,7 +130,7 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
 
     @app.timer(interval=5.0)  # type: ignore[untyped-decorator]
     async def watch_aggregate() -> None:
-        aggregator.check_stall()
+        await aggregator.check_stall()
 
     return app
 
@@ -134,8 +140,9 @@ class Aggregator:
     partition has closed their window, then the window's metrics go to the metrics topic and the
     influence memory (top-k, superstars, last window) to the ``influence`` table."""
 
-    def __init__(self, app: faust.App, settings: Settings, society: str) -> None:
-        self.app, self.settings, self.society = app, settings, society
+    def __init__(self, app: faust.App, settings: Settings, society: str, bootstrap: str) -> None:
+        self.app, self.settings, self.society, self.bootstrap = app, settings, society, bootstrap
+        self.ends: LagReader | None = None  # reads the partials topic's end offset
         self.metrics_topic = app.topic(
             topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw"
         )
@@ -202,25 +209,37 @@ class Aggregator:
         await pending.settled()
         log.info("window.computed", window_start_us=start, metrics=len(metrics))
 
-    def lagging_since(self) -> float | None:
-        """Since when the agent has been idle with fetched partials it has not taken (Faust's stream
-        buffer is cleared when a rebalance resumes the flow, and its fetcher does not always go back to
-        the committed offset: the cleared partials are then never taken), or None."""
+    async def lagging_since(self) -> float | None:
+        """Since when the agent has been idle while the partials topic holds partials it has not taken, or
+        None. Faust clears its stream buffer when a rebalance resumes the flow, and its fetcher does not
+        always go back to the committed offset (the cleared partials are never taken); its table recovery
+        after a restart can also wait for ever on changelogs it has read to the end (the agent never
+        starts). The topic's end offset is asked of the broker, so both show."""
+        # a client of its own: Faust's consumer answers through its thread's queue, which a stuck
+        # recovery holds up too
+        if self.ends is None:
+            self.ends = LagReader(self.bootstrap, self.society, timeout=END_OFFSET_TIMEOUT_S)
         try:
-            highwater = self.app.consumer.highwater(self.partials_tp)
-        except Exception:  # not assigned (yet), or no fetch yet
-            highwater = None
-        if self.busy_since is not None or highwater is None or highwater <= self.taken + 1:
+            asked = self.ends.highwaters([self.partials_tp.topic])
+            ends = await asyncio.wait_for(asked, END_OFFSET_TIMEOUT_S)
+            end = ends.get(TopicPartition(self.partials_tp.topic, 0))
+        except Exception:  # a broker slow or away: the agent waits for it, as everything does
+            reader, self.ends = self.ends, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(reader.close(), END_OFFSET_TIMEOUT_S)
+            self.lag_since = None
+            return None
+        if self.busy_since is not None or end is None or end <= self.taken + 1:
             self.lag_since = None
         elif self.lag_since is None:
             self.lag_since = time.monotonic()
         return self.lag_since
 
-    def check_stall(self) -> None:
+    async def check_stall(self) -> None:
         """Exit with ``STALL_EXIT`` (said first) when the agent has stalled for ``AGGREGATE_STALL_S``."""
         since, why = self.busy_since, "on one partial"
         if since is None:
-            since, why = self.lagging_since(), "idle with partials fetched and not taken"
+            since, why = await self.lagging_since(), "idle with partials on the topic it has not taken"
         if since is None or time.monotonic() - since < AGGREGATE_STALL_S:
             return
         waits = [

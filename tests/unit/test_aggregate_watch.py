@@ -1,7 +1,7 @@
 """The aggregate agent's stall watch (``streams.app.Aggregator.check_stall``): on one partial, or idle with
-partials fetched and not taken, for ``AGGREGATE_STALL_S``, the worker exits with ``STALL_EXIT``; taking
-partials, or idle with nothing fetched, it does not. The consumer's highwater is given by a stand-in: the
-watch reads only that number from Faust's consumer."""
+partials on the topic it has not taken, for ``AGGREGATE_STALL_S``, the worker exits with ``STALL_EXIT``;
+taking partials, or idle with nothing left on the topic, it does not. The topic's end offset is given by a
+stand-in for the reader the watch asks it of (``runtime.lag.LagReader``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiokafka import TopicPartition
+from faust.types import TP
 
 from molt_society.streams import app as app_mod
 from molt_society.streams.app import AGGREGATE_STALL_S, STALL_EXIT, Aggregator
@@ -22,13 +24,21 @@ class Exited(Exception):
 def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> Aggregator:
     agg = Aggregator.__new__(Aggregator)
 
-    def hw(_tp: Any) -> int:
-        if highwater is None:
-            raise KeyError("not assigned")
-        return highwater
+    class Ends:  # stands in for runtime.lag.LagReader: the watch asks it the topic's end offset only
+        def __init__(self, *_a: Any, **_k: Any) -> None:
+            pass
 
-    agg.app = SimpleNamespace(consumer=SimpleNamespace(highwater=hw))  # type: ignore[assignment]
-    agg.partials_tp = None  # type: ignore[assignment]
+        async def highwaters(self, topics: list[str]) -> dict[Any, int]:
+            if highwater is None:
+                raise TimeoutError("the broker did not answer")
+            return {TopicPartition(t, 0): highwater for t in topics}
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(app_mod, "LagReader", Ends)
+    agg.bootstrap, agg.society, agg.ends = "127.0.0.1:1", "s", None
+    agg.partials_tp = TP("society.s.partials", 0)
     agg.busy_since, agg.taken, agg.lag_since = None, -1, None
 
     def exit_(code: int) -> None:
@@ -41,8 +51,8 @@ def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: l
 
 
 def _check(agg: Aggregator) -> None:
-    async def run() -> None:  # check_stall lists the loop's tasks
-        agg.check_stall()
+    async def run() -> None:
+        await agg.check_stall()
 
     asyncio.run(run())
 
@@ -74,7 +84,7 @@ def test_taking_partials_resets_the_lag(monkeypatch: pytest.MonkeyPatch) -> None
     _check(agg)  # no exit
 
 
-def test_idle_with_nothing_fetched_or_unassigned_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idle_with_nothing_left_or_no_answer_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
     for hw in (None, 45):
         clock = [1000.0]
         agg = _aggregator(hw, monkeypatch, clock)
