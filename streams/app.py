@@ -19,10 +19,10 @@ One Faust worker process hosts, for one society:
   fetcher does not always go back to the committed offset: ``make test`` saw every partial fetched and
   windows 4-12 never computed after a restart; and its table recovery after a restart once waited for
   ever on changelogs read to their end, the agent never starting), is a stall: the worker logs
-  ``aggregate.stalled`` with where the agent waits, and exits with status ``STALL_EXIT`` so that the stack
-  restarts it. Nothing is lost by that (the partial's offset is not committed; the restarted worker
-  recovers its tables and takes the partial again), where waiting would have kept the run from ever
-  draining.
+  ``aggregate.stalled`` with where the agent waits and stops (SIGTERM to itself, so that its consumers
+  leave their groups; ``os._exit(STALL_EXIT)`` if that stop hangs) so that the stack restarts it.
+  Nothing is lost by that (the partial's offset is not committed; the restarted worker recovers its
+  tables and takes the partial again), where waiting would have kept the run from ever draining.
 
 Run several workers for the same society and they share the partitions through their consumer groups.
 """
@@ -33,7 +33,9 @@ import asyncio
 import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -57,6 +59,7 @@ log = get_logger(__name__)
 AGGREGATE_STALL_S = 60.0
 STALL_EXIT = 75  # EX_TEMPFAIL: the stack restarts the worker
 END_OFFSET_TIMEOUT_S = 10.0
+STOP_GRACE_S = 20.0
 
 
 class AckedTable(faust.Table[str, bytes]):
@@ -254,10 +257,21 @@ class Aggregator:
             taken_offset=self.taken,
             seconds=round(time.monotonic() - since),
             waits=waits,
-            action=f"exiting with status {STALL_EXIT} to be restarted",
+            action="stopping to be restarted",
         )
         sys.stderr.flush()
-        os._exit(STALL_EXIT)  # a crash, as a SIGKILL: nothing committed is lost, the rest is replayed
+        self.stop_worker()
+
+    def stop_worker(self) -> None:
+        """Stop this worker so that the stack restarts it: SIGTERM first, the worker's own orderly stop, in
+        which its consumers leave their groups (killed, a worker stays a member until its session times
+        out, and that eviction's rebalance is what lost Faust's fetched partials again in the next one);
+        ``os._exit(STALL_EXIT)`` after ``STOP_GRACE_S`` if the stop itself hangs. Nothing committed is lost
+        either way; the rest is replayed."""
+        timer = threading.Timer(STOP_GRACE_S, os._exit, args=(STALL_EXIT,))
+        timer.daemon = True
+        timer.start()
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class ProcessorService(mode.Service):

@@ -41,11 +41,11 @@ def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: l
     agg.partials_tp = TP("society.s.partials", 0)
     agg.busy_since, agg.taken, agg.lag_since = None, -1, None
 
-    def exit_(code: int) -> None:
-        raise Exited(code)
+    def stop_worker() -> None:
+        raise Exited(STALL_EXIT)
 
-    # the module's own names only: the event loop keeps the real clock
-    monkeypatch.setattr(app_mod, "os", SimpleNamespace(_exit=exit_))
+    monkeypatch.setattr(agg, "stop_worker", stop_worker)
+    # the module's own clock only: the event loop keeps the real one
     monkeypatch.setattr(app_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     return agg
 
