@@ -32,7 +32,7 @@ from typing import Any
 
 from molt_society.bench.brokers import Sample, long_run, slices
 from molt_society.bench.machine import machine_line
-from molt_society.bench.markdown import markers, md_table, publish
+from molt_society.bench.markdown import markers, md_table, publish, read_doc
 from molt_society.bench.processes import REPO
 from molt_society.bench.society_run import society_command, society_env, society_sql
 
@@ -147,11 +147,7 @@ def span_rate(samples: list[Sample], a: int, b: int) -> float | None:
 
 
 def _load(work: Path, step: str) -> dict[str, Any] | None:
-    try:
-        doc = json.loads((work / f"{step}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return read_doc(work / f"{step}.json")
 
 
 def markdown(work: Path, command: str) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from molt_society.bench.machine import machine_line
-from molt_society.bench.markdown import markers, md_table, publish
+from molt_society.bench.markdown import markers, md_table, publish, read_doc
 from molt_society.bench.processes import REPO, cpu_seconds, status_kib
 from molt_society.bench.society_run import (
     run_args,
@@ -290,12 +290,7 @@ def scale(broker: str, work: Path, agents: int) -> dict[str, Any]:
 
 
 def _load(work: Path, broker: str, step: str) -> dict[str, Any] | None:
-    path = work / broker / f"{step}.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return read_doc(work / broker / f"{step}.json")
 
 
 def _f(v: Any, fmt: str = "{:,.0f}", unit: str = "") -> str:

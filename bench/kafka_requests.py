@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -28,9 +29,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from molt_society.bench.aging import journal_ticks
 from molt_society.bench.brokers import LABEL, Sampler, slices
 from molt_society.bench.machine import machine_line
-from molt_society.bench.markdown import markers, md_table, publish
+from molt_society.bench.markdown import markers, md_table, publish, read_doc
 from molt_society.bench.processes import REPO
 from molt_society.bench.society_run import run_args, society_command, society_env
 from molt_society.runtime.apache_kafka import KafkaBroker
@@ -44,23 +46,6 @@ TICK_SECONDS = 300.0
 SOCIETY = "requests"
 HEAD = ["API", "requests first", "requests last", "ratio", "KiB first", "KiB last", "ms first", "ms last"]
 HEAD += ["ms ratio"]
-
-
-def _journal_ticks(path: Path) -> list[tuple[float, int]]:
-    """``(wall time, tick)`` of every ``clock.tick`` line of a run's journal (every tenth tick)."""
-    out: list[tuple[float, int]] = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        if '"clock.tick"' in line:
-            try:
-                d = json.loads(line)
-                out.append((float(d["ts"]), int(d["tick"])))
-            except (ValueError, KeyError):
-                continue
-    return out
 
 
 def _totals(path: Path) -> list[tuple[float, dict[str, list[float]]]]:
@@ -78,11 +63,11 @@ def _totals(path: Path) -> list[tuple[float, dict[str, list[float]]]]:
 
 
 def per_api_slices(
-    totals: list[tuple[float, dict[str, list[float]]]], ticks: list[tuple[float, int]], width: int = 500
+    totals: list[tuple[float, dict[str, list[float]]]], by_tick: dict[int, float], width: int = 500
 ) -> list[dict[str, Any]]:
     """Per ``width`` ticks (by the journal's wall time of its first and last tick): per API the requests,
     KiB and response milliseconds per tick over the slice (the proxy's totals nearest those times)."""
-    if not totals or not ticks:
+    if not totals or not by_tick:
         return []
     times = [t for t, _ in totals]
 
@@ -90,7 +75,6 @@ def per_api_slices(
         i = min(bisect.bisect_left(times, ts), len(times) - 1)
         return totals[i][1]
 
-    by_tick = dict((tick, ts) for ts, tick in ticks)
     newest = max(by_tick)
     out: list[dict[str, Any]] = []
     for a in range(0, newest, width):
@@ -114,8 +98,6 @@ def per_api_slices(
 
 def run_broker(kind: str, work: Path, ticks: int) -> dict[str, Any]:
     """The society on ``kind`` through the proxy; its figures (also written to ``<work>/<kind>.json``)."""
-    import shutil
-
     shutil.rmtree(work / kind, ignore_errors=True)
     base = work / kind
     base.mkdir(parents=True)
@@ -123,7 +105,7 @@ def run_broker(kind: str, work: Path, ticks: int) -> dict[str, Any]:
     out = base / "requests.jsonl"
     proxy_argv = [sys.executable, "-m", "molt_society.runtime.kafka_proxy", "--listen", str(listen)]
     proxy_argv += ["--upstream", f"127.0.0.1:{port}", "--out", str(out)]
-    broker: KafkaBroker | LocalBroker
+    broker: KafkaBroker | LocalBroker | None = None
     proxy: subprocess.Popen[bytes] | None = None
     doc: dict[str, Any] = {"broker": kind, "ticks": ticks}
     try:
@@ -158,19 +140,11 @@ def run_broker(kind: str, work: Path, ticks: int) -> dict[str, Any]:
         if proxy is not None:
             proxy.terminate()
             proxy.wait(timeout=30)
-        if "broker" in locals():
+        if broker is not None:
             broker.stop()
-    doc["requests"] = per_api_slices(_totals(out), _journal_ticks(journal))
+    doc["requests"] = per_api_slices(_totals(out), journal_ticks(journal))
     (work / f"{kind}.json").write_text(json.dumps(doc))
     return doc
-
-
-def _load(work: Path, kind: str) -> dict[str, Any] | None:
-    try:
-        doc = json.loads((work / f"{kind}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def _ratio(first: float, last: float) -> str:
@@ -189,8 +163,9 @@ def broker_section(doc: dict[str, Any]) -> list[str]:
     if len(req) < 2:
         return [*parts, "", "Too few slices to compare."]
     first, last = req[0], req[-1]
+    # slowest last first; ties by name, not by the set's (hash-seeded) order
     names = sorted(
-        set(first["apis"]) | set(last["apis"]), key=lambda n: -last["apis"].get(n, {}).get("ms", 0)
+        set(first["apis"]) | set(last["apis"]), key=lambda n: (-last["apis"].get(n, {}).get("ms", 0), n)
     )
     rows = []
     zero = {"requests": 0.0, "kib": 0.0, "ms": 0.0}
@@ -246,7 +221,7 @@ def markdown(work: Path, command: str) -> str:
         "through `runtime.kafka_proxy`."
     )
     for kind in BROKERS:
-        doc = _load(work, kind)
+        doc = read_doc(work / f"{kind}.json")
         if doc:
             parts += broker_section(doc)
     parts.append(END)

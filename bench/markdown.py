@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -66,3 +68,13 @@ def publish(block: str, out: Path, write: bool, begin: str, end: str) -> None:
     if write:
         write_section(out, block, begin, end)
         err.print(f"wrote {out}")
+
+
+def read_doc(path: Path) -> dict[str, Any] | None:
+    """The JSON object a benchmark step wrote to ``path`` for its report; None when it is missing, not
+    JSON or not an object (a step that failed or never ran)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
