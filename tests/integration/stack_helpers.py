@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.admin import NewTopic
 
 from molt_society.runtime import kafka
-from molt_society.runtime.broker import read_topic
+from molt_society.runtime.broker import partition_count, read_topic
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.drive import drive_clock, last_window_start, wait_drained
@@ -151,3 +152,15 @@ def browser_page(width: int = 1400, height: int = 1000) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Create ``topic`` with ``partitions`` partitions of one replica and wait until the broker's metadata
+    lists it."""
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        await admin.close()
+    await partition_count(bootstrap, topic)

@@ -16,11 +16,10 @@ from typing import Any
 
 import faust
 import pytest
-from aiokafka.admin import NewTopic
 from faust.transport.producer import ProducerBuffer
+from stack_helpers import create_topic
 
-from molt_society.runtime import kafka
-from molt_society.runtime.broker import partition_count, read_topic
+from molt_society.runtime.broker import read_topic
 from molt_society.streams.app import acked_table
 
 pytestmark = pytest.mark.integration
@@ -33,13 +32,7 @@ async def _keys_on_changelog_when_done(bootstrap: str, *, settle: bool) -> tuple
     ``settle``); return the keys on the changelog at the moment the agent said it was done with both
     records, and the keys there after the buffer emptied."""
     app_id = f"acked-{uuid.uuid4().hex[:8]}"
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(f"{app_id}-in", 1, 1)])
-    finally:
-        await admin.close()
-    await partition_count(bootstrap, f"{app_id}-in")  # waits until the metadata lists it
+    await create_topic(bootstrap, f"{app_id}-in")
     app = faust.App(
         app_id,
         broker=f"kafka://{bootstrap}",

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import TopicPartition
-from aiokafka.admin import NewTopic
-from stack_helpers import make_settings, offline_ids, read_topic, run_ticks, running_stack, sql
+from stack_helpers import create_topic, make_settings, offline_ids, read_topic, run_ticks, running_stack, sql
 
 from molt_society.runtime import kafka
 from molt_society.runtime.apache_kafka import KafkaBroker, libs_dir
@@ -44,12 +43,7 @@ def test_a_society_on_apache_kafka_stores_the_offline_societys_events(
 
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        await admin.close()
+    await create_topic(bootstrap, topic, 2)
     p = kafka.producer(bootstrap)
     await p.start()
     try:

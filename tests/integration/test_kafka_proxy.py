@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka.admin import NewTopic
+from stack_helpers import create_topic
 
 from molt_society.runtime import kafka
 from molt_society.runtime.apache_kafka import KafkaBroker
-from molt_society.runtime.broker import LocalBroker, free_port, partition_count, read_topic, wait_for_port
+from molt_society.runtime.broker import LocalBroker, free_port, read_topic, wait_for_port
 from molt_society.runtime.kafka_proxy import FIELDS
 
 pytestmark = pytest.mark.integration
@@ -32,13 +32,7 @@ TOPIC = "proxied"
 
 
 async def _traffic(bootstrap: str, idempotent: bool) -> list[bytes]:
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(TOPIC, 1, 1)])
-    finally:
-        await admin.close()
-    await partition_count(bootstrap, TOPIC)
+    await create_topic(bootstrap, TOPIC)
     producer = kafka.producer(bootstrap, "actions", enable_idempotence=idempotent)  # Tansu has none
     await producer.start()
     try:
