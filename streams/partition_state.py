@@ -78,7 +78,8 @@ from molt_society.schemas.events import (
 )
 from molt_society.schemas.wire import InvalidEvent, decode_event, quote
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
-from molt_society.streams.feeds import hot_score, hot_window, rank_hot, rank_new
+from molt_society.streams.feed_window import FeedWindow
+from molt_society.streams.feeds import hot_score, hot_window
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)
@@ -301,7 +302,7 @@ class PartitionState:
         self.archived: set[str] = set()
         self._last_archive_us = -(2**62)
         # per submolt the hot_window(feed_size) newest posts, (created_us, post_id), sorted: order-independent
-        self.submolt_posts: dict[str, list[tuple[int, str]]] = {}
+        self.submolt_posts: dict[str, FeedWindow] = {}
         self.windows: dict[int, WindowAcc] = {}
         self.next_close_us: int | None = None  # start of the oldest window not yet closed
         self.producer_marks: dict[str, Watermark] = {}
@@ -432,10 +433,10 @@ class PartitionState:
             excerpt=body.content[:POST_EXCERPT],
         )
         self.threads[body.post_id] = t
-        newest = self.submolt_posts.setdefault(body.submolt, [])
-        bisect.insort(newest, (occurred, body.post_id))
-        if len(newest) > self.window:
-            del newest[0]
+        window = self.submolt_posts.get(body.submolt)
+        if window is None:
+            window = self.submolt_posts[body.submolt] = FeedWindow(self.window)
+        window.add(occurred, body.post_id, hot_score(t.score, occurred))
         self.dirty_submolts.add(body.submolt)
         self.size_hist[0] += 1
         self.participants_hist[0] += 1
@@ -514,6 +515,8 @@ class PartitionState:
             # saturate: tallies of up to 2**53 each may add up beyond what a feed (int64) can carry
             t.score = min(max(t.score + delta, INT64_MIN), INT64_MAX)
             t.cached_item = None
+            if (window := self.submolt_posts.get(t.submolt)) is not None:
+                window.rescore(t.post_id, hot_score(t.score, t.created_us))
             self.dirty_submolts.add(t.submolt)
         return _COUNTED
 
@@ -538,10 +541,8 @@ class PartitionState:
             if t.removed:
                 return _INTERVENTION
             t.removed = True
-            newest = self.submolt_posts.get(t.submolt, [])
-            at = bisect.bisect_left(newest, (t.created_us, t.post_id))
-            if at < len(newest) and newest[at][1] == t.post_id:
-                del newest[at]
+            if (window := self.submolt_posts.get(t.submolt)) is not None:
+                window.remove(t.created_us, t.post_id)
         else:
             if body.target_id in t.removed_comments:
                 return _INTERVENTION
@@ -711,10 +712,8 @@ class PartitionState:
             del self.threads[pid]
             self.archived.add(pid)
         if idle:
-            for submolt, newest in self.submolt_posts.items():
-                kept = [(c, p) for c, p in newest if p in self.threads]
-                if len(kept) != len(newest):
-                    self.submolt_posts[submolt] = kept
+            for submolt, window in self.submolt_posts.items():
+                if window.retain(self.threads.__contains__):
                     self.dirty_submolts.add(submolt)
 
     def _close(self, start: int) -> WindowPartial:
@@ -761,10 +760,12 @@ class PartitionState:
         return self._feed_publisher.update(snap["submolts"], tick, self.partition, snap["watermark_us"])
 
     def _refresh_feed(self, submolt: str) -> None:
-        items = [self.threads[p].item() for _, p in self.submolt_posts.get(submolt, ())]
+        window = self.submolt_posts.get(submolt)
+        threads = self.threads
+        n = self.feed_size
         self._feed_cache[submolt] = {
-            "new": rank_new(items, self.feed_size),
-            "hot": rank_hot(items, self.feed_size),
+            "new": [threads[p].item() for p in window.top_new(n)] if window else [],
+            "hot": [threads[p].item() for p in window.top_hot(n)] if window else [],
         }
 
     # --------------------------------------------------------------- snapshots
@@ -808,7 +809,7 @@ class PartitionState:
             ],
             "archived": sorted(self.archived),
             "last_archive_us": self._last_archive_us,
-            "submolt_posts": self.submolt_posts,
+            "submolt_posts": {s: w.newest for s, w in self.submolt_posts.items()},
             "windows": [
                 [
                     start,
@@ -910,7 +911,11 @@ class PartitionState:
             )
         self.archived = set(doc["archived"])
         self._last_archive_us = doc["last_archive_us"]
-        self.submolt_posts = {s: [(c, p) for c, p in posts] for s, posts in doc["submolt_posts"].items()}
+        threads = self.threads
+        self.submolt_posts = {
+            s: FeedWindow.of(self.window, posts, lambda p: hot_score(threads[p].score, threads[p].created_us))
+            for s, posts in doc["submolt_posts"].items()
+        }
         for start, counts, active, edges, touched, joined, *moderation in doc["windows"]:
             removed, banned = moderation if moderation else ({}, 0)
             self.windows[start] = WindowAcc(
