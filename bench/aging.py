@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -106,6 +107,7 @@ def in_process(work: Path, ticks: int) -> dict[str, Any]:
 def million(work: Path, agents: int, ticks: int) -> dict[str, Any]:
     from molt_society.bench import scale as sc
 
+    shutil.rmtree(work, ignore_errors=True)  # a rerun on the same --work: not the last run's ClickHouse
     r = sc.run_size(agents, ticks, work, 60.0)
     doc: dict[str, Any] = asdict(r)
     if r.exit_code != 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.integration
 SLOW_S = 1.0
 
 
-async def _keys_on_changelog_when_done(bootstrap: str, *, settle: bool) -> tuple[set[bytes], set[bytes]]:
+async def _keys_on_changelog_when_done(
+    bootstrap: str, datadir: Path, *, settle: bool
+) -> tuple[set[bytes], set[bytes]]:
     """Run a Faust app whose agent writes one table key per record (and awaits ``settled`` when
     ``settle``); return the keys on the changelog at the moment the agent said it was done with both
     records, and the keys there after the buffer emptied."""
@@ -39,6 +42,7 @@ async def _keys_on_changelog_when_done(bootstrap: str, *, settle: bool) -> tuple
         value_serializer="raw",
         key_serializer="raw",
         web_enabled=False,
+        datadir=str(datadir),  # not the working directory's <app id>-data
         store="memory://",
         topic_partitions=1,
         consumer_auto_offset_reset="earliest",
@@ -82,10 +86,10 @@ def _slowed(orig: Callable[[ProducerBuffer, Any], Awaitable[None]]) -> Callable[
 
 @pytest.mark.parametrize("settle", [True, False], ids=["settled", "plain-control"])
 def test_settled_means_the_update_is_on_the_changelog(
-    broker: str, monkeypatch: pytest.MonkeyPatch, settle: bool
+    broker: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settle: bool
 ) -> None:
     monkeypatch.setattr(ProducerBuffer, "_send_pending", _slowed(ProducerBuffer._send_pending))
-    at_done, later = asyncio.run(_keys_on_changelog_when_done(broker, settle=settle))
+    at_done, later = asyncio.run(_keys_on_changelog_when_done(broker, tmp_path, settle=settle))
     keys = {b'"a"', b'"b"'}  # the table's keys, JSON-encoded by Faust
     assert later == keys  # both reach the changelog in the end
     if settle:
