@@ -124,6 +124,8 @@ def report_limits(settings: Settings) -> ReadLimits:
     return ReadLimits(
         max_execution_time=settings.report_query_timeout_seconds,
         max_memory_usage=settings.report_query_max_memory_bytes,
+        max_result_bytes=settings.report_query_max_memory_bytes,
+        max_block_size=65_409,
         max_threads=2,
     )
 

@@ -159,6 +159,16 @@ class Settings(BaseSettings):
         default=60.0, gt=0, le=86_400, description="max_execution_time of one outside query"
     )
     query_queue: int = Field(default=8, ge=1, le=1024, description="outside queries the sink holds at once")
+    query_max_memory_bytes: int = Field(
+        default=1 << 30,
+        ge=1 << 24,
+        description="max_memory_usage of one outside query (it may run in the process storing the record)",
+    )
+    query_max_result_bytes: int = Field(
+        default=128 << 20,
+        ge=1 << 20,
+        description="max_result_bytes of one outside query: a larger result is refused, not held in memory",
+    )
     report_query_timeout_seconds: float = Field(
         default=1800.0,
         gt=0,

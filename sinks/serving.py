@@ -30,8 +30,8 @@ from molt_society.runtime.settings import Settings
 from molt_society.runtime.web_guard import check_bind, guard
 from molt_society.sinks.stats import SinkStats
 from molt_society.sinks.store import Store
-from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
-from molt_society.warehouse.reader import open_session
+from molt_society.warehouse.guard import ReadOnlySession
+from molt_society.warehouse.reader import open_session, user_limits
 from molt_society.warehouse.result import QueryError, Refused
 from molt_society.warehouse.sink_http import STATE_FILE, TOKEN_FILE, dumps_json
 
@@ -102,9 +102,7 @@ class SinkServer:
 
     def _open_reader(self) -> None:
         s = self.settings
-        self._reader = open_session(
-            s.clickhouse_url, s.clickhouse_reader_url, ReadLimits(max_execution_time=s.query_timeout_seconds)
-        )
+        self._reader = open_session(s.clickhouse_url, s.clickhouse_reader_url, user_limits(s))
 
     def _close_reader(self) -> None:
         if self._reader is not None:

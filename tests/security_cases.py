@@ -47,6 +47,25 @@ ATTACKS: dict[str, str] = {
     "backup": "BACKUP TABLE events TO File('/tmp/society-security-backup')",
     "create_user": "CREATE USER evil IDENTIFIED BY 'x'",
     "grant": "GRANT ALL ON *.* TO default",
+    # files, the host and other databases through reads that ClickHouse's read-only mode lets through
+    "file_scalar_environ": "SELECT file('/proc/self/environ')",
+    "file_scalar_in_lambda": "SELECT arrayMap(p -> length(file(p)), ['/etc/hostname'])",
+    "file_scalar_in_where": "SELECT count() FROM events WHERE title = file('/etc/hostname')",
+    "server_setting": "SELECT getServerSetting('user_files_path')",
+    "hostname": "SELECT hostName(), FQDN()",
+    "current_user": "SELECT currentUser()",
+    "system_processes": "SELECT query FROM system.processes",
+    "system_in_subquery": "SELECT count() FROM events WHERE actor IN (SELECT name FROM system.users)",
+    "in_system_table": "SELECT 1 WHERE 'x' IN system.databases",
+    "information_schema": "SELECT * FROM information_schema.tables",
+    "merge_system": "SELECT * FROM merge('system', '^processes$')",
+    "show_tables_system": "SHOW TABLES FROM system",
+    "show_databases": "SHOW DATABASES",
+    "show_create_system": "SHOW CREATE TABLE system.processes",
+    "describe_system": "DESCRIBE system.query_log",
+    "dict_get": "SELECT dictGet('system.x', 'y', 1)",
+    # a read whose result would grow the process holding the record (4 GB): stopped by max_result_bytes
+    "huge_result": "SELECT randomPrintableASCII(4000) FROM numbers(1000000)",
 }
 
 WRITTEN = (OUTFILE, FUNCFILE, Path("/tmp/society-security-backup"))
@@ -55,8 +74,10 @@ WRITTEN = (OUTFILE, FUNCFILE, Path("/tmp/society-security-backup"))
 FINGERPRINT_SQL = (
     "SELECT * FROM (SELECT 'events', count(), sum(cityHash64(toString(event_id), body, _offset)) FROM events "
     "UNION ALL SELECT 'dead_letters', count(), sum(cityHash64(reason, value, _offset)) FROM dead_letters "
-    "UNION ALL SELECT 'metrics', count(), sum(cityHash64(toString(metric_id), value, _offset)) FROM metrics "
-    "UNION ALL SELECT 'tables', count(), sum(cityHash64(name, engine)) FROM system.tables "
-    "WHERE database = currentDatabase()) ORDER BY 1"
+    "UNION ALL SELECT 'metrics', count(), sum(cityHash64(toString(metric_id), value, _offset)) FROM metrics) "
+    "ORDER BY 1"
 )
-"""Row counts and checksums of the record, and the set of tables: equal before and after the attacks."""
+"""Row counts and checksums of the record: equal before and after the attacks."""
+
+TABLES_SQL = "SHOW TABLES"
+"""The society's tables (a reader sees no other): the same set before and after the attacks."""

@@ -21,8 +21,17 @@ ClickHouse's own:
    read-only session ``KILL`` queries of its own user, which is the sink's too; a server refuses the
    first over HTTP and a separate account cannot do the second.
 
-Limits (``max_execution_time``, ``max_memory_usage``, ``max_result_rows``, ``max_threads``) bound what a
-query may cost. Nothing here looks at the SQL text with Python.
+4. **The society's tables and nothing else, by its syntax tree.** A table named with a database must be
+   in the session's database (or one of ``system``'s number generators); no identifier may start with
+   another database's name (``x IN system.processes``); table functions are the generators of
+   ``TABLE_FUNCTIONS`` (``merge('system', ...)`` reads other databases); scalar functions that reach the
+   file system, the host, the account or other tables (``OUTSIDE_FUNCTIONS``: ``file`` reads any file in
+   ``clickhouse-local``, hence chDB, which skips its ``user_files_path`` check there) are refused; ``SHOW``
+   is ``SHOW TABLES`` of the session's database (``DESCRIBE`` gives a table's columns).
+
+Limits (``max_execution_time``, ``max_memory_usage``, ``max_result_rows``, ``max_result_bytes``,
+``max_threads``) bound what a query may cost, and the result a reader can make the process hold. Nothing
+here looks at the SQL text with Python.
 """
 
 from __future__ import annotations
@@ -32,14 +41,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from molt_society.runtime.logs import get_logger
 from molt_society.warehouse.result import QueryError, Refused, Result, first_line
+
+log = get_logger(__name__)
 
 READ_ROOTS = {
     "SelectWithUnionQuery": "SELECT",
     "SelectIntersectExceptQuery": "SELECT",
     "Explain": "EXPLAIN",
     "ShowTables": "SHOW",
-    "ShowColumns": "SHOW",
     "ShowCreateTableQuery": "SHOW CREATE",
     "ShowCreateViewQuery": "SHOW CREATE",
     "DescribeQuery": "DESCRIBE",
@@ -68,7 +79,33 @@ _KIND_NAMES = {
     "WatchQuery": "WATCH",
     "UndropQuery": "UNDROP",
 }
+OUTSIDE_FUNCTIONS = frozenset(
+    {
+        "file", "getserversetting", "getmergetreesetting", "filesystemavailable", "filesystemcapacity",
+        "filesystemunreserved", "filesystemfree", "hostname", "fqdn", "fullhostname", "getmacro",
+        "serveruuid", "getoskernelversion", "displayname", "currentuser", "user", "current_user",
+        "currentroles", "enabledroles", "defaultroles", "currentprofiles", "getclienthttpheader",
+        "catboostevaluate", "modelevaluate", "joinget", "joingetornull", "hascolumnintable",
+        "showcertificate", "tcpport", "addresstoline", "addresstolinewithinlines", "addresstosymbol",
+        "demangle", "trace", "zookeepersessionuptime", "getscalar", "__getscalar", "initialqueryid",
+        "queryid", "buildid", "revision",
+    }
+)  # fmt: skip
+"""Scalar functions (lower case) that reach outside the society's tables: files, the host, the account,
+the server's settings, other tables by name. Also every function whose name starts with ``dict``
+(dictionaries read their own sources)."""
+
+TABLE_FUNCTIONS = frozenset(
+    {"numbers", "numbers_mt", "generate_series", "generateseries", "values", "generaterandom", "view", "null",
+     "primes"}
+)  # fmt: skip
+"""Table functions (lower case) a read may call: generators, and ``view`` (whose query is checked too)."""
+
+SYSTEM_GENERATORS = frozenset({"one", "numbers", "numbers_mt", "zeros", "zeros_mt"})
+"""Tables of ``system`` a read may name: they hold no data of anybody's."""
+
 _AST_LINE = re.compile(r"^( *)(\S+)(.*)$")
+_SHOW_TABLES = re.compile(r"^SHOW (?:FULL )?TABLES(?: (?:FROM|IN) (\S+))?", re.IGNORECASE)
 _TABLE_FUNCTION = re.compile(r"^\s*Function (\w+)")
 
 
@@ -77,17 +114,22 @@ class ReadLimits:
     """What one outside query may cost (ClickHouse settings of the read-only session)."""
 
     max_execution_time: float = 60.0
-    max_memory_usage: int = 2 << 30
+    max_memory_usage: int = 1 << 30
     max_result_rows: int = 1_000_000
+    max_result_bytes: int = 128 << 20
     max_threads: int = 1
+    # rows per block: a result over max_result_bytes is caught within one block of the limit
+    max_block_size: int = 8192
 
     def settings(self) -> dict[str, Any]:
         return {
             "max_execution_time": self.max_execution_time,
             "max_memory_usage": self.max_memory_usage,
             "max_result_rows": self.max_result_rows,
+            "max_result_bytes": self.max_result_bytes,
             "result_overflow_mode": "throw",
             "max_threads": self.max_threads,
+            "max_block_size": self.max_block_size,
         }
 
 
@@ -100,6 +142,11 @@ class ReadOnlySession:
         self.limits = limits or ReadLimits()
         # statement as sent -> (ClickHouse's single statement, the table functions it calls)
         self._verdicts: dict[str, tuple[str, tuple[str, ...]]] = {}
+        row = client.query(
+            "SELECT currentDatabase(), groupArray(name) FROM system.databases WHERE name != currentDatabase()"
+        ).result_rows[0]
+        self.database = str(row[0])
+        self.other_databases = frozenset(str(d) for d in row[1])
         if embedded:
             # chDB keeps SET per handle: limits first, then read-only, after which nothing can change.
             for name, value in {**self.limits.settings(), "allow_python_table_function": 0}.items():
@@ -132,6 +179,7 @@ class ReadOnlySession:
             raise refusal_or_error(exc) from None
         tree = [str(r[0]) for r in res.result_rows]
         _check_read(tree)
+        check_reach(tree, single, self.database, self.other_databases)
         verdict = (single, tuple(table_functions(tree)))
         if len(self._verdicts) > 512:
             self._verdicts.clear()
@@ -156,7 +204,23 @@ class ReadOnlySession:
         try:
             return call(single, settings=self._per_query)
         except Exception as exc:
-            raise refusal_or_error(exc, functions) from None
+            error = refusal_or_error(exc, functions)
+        if self.embedded:
+            self._flush()
+        raise error
+
+    def _flush(self) -> None:
+        """After a failed read on chDB: a query that failed while streaming (a result over its limit)
+        leaves the rest of its data on the handle, and the next query on it returned that (another
+        reader's query would have parsed an attacker's rows as ClickHouse's answer). Read until the
+        handle answers a probe with the probe's own result."""
+        for _ in range(4):
+            try:
+                if self.client.query("SELECT 'flushed'").result_rows == [("flushed",)]:
+                    return
+            except Exception as exc:  # the leftover, surfacing as this probe's failure
+                log.info("sql.flushed", leftover=first_line(exc)[:80])
+        raise QueryError("the read-only session could not be cleared after a failed read")
 
     def close(self) -> None:
         self.client.close()
@@ -175,6 +239,40 @@ def _check_read(tree: list[str]) -> None:
         m = _AST_LINE.match(line)
         if m and len(m.group(1)) == 1 and m.group(2) == "Literal":
             raise Refused("INTO OUTFILE writes a file: queries here only return their result")
+
+
+def check_reach(tree: list[str], single: str, database: str, others: frozenset[str]) -> None:
+    """Refuse a read (``EXPLAIN AST`` lines of ClickHouse's single statement ``single``) that reaches past
+    the tables of ``database``: see the module docstring, wall 4. ``others``: the other databases."""
+    root = tree[0].split()[0]
+    if root == "ShowTables":
+        m = _SHOW_TABLES.match(single)  # ClickHouse's rendering, not the text as sent
+        if m is None:
+            raise Refused("only SHOW TABLES is shown here (DESCRIBE gives a table's columns)")
+        if m.group(1) and m.group(1).strip('`"') != database:
+            raise Refused(f"database {m.group(1)} is not the society's: only its own tables are shown")
+    if root in ("ShowCreateTableQuery", "ShowCreateViewQuery", "ExistsTableQuery", "ExistsViewQuery"):
+        names = tree[0].split("(", 1)[0].split()[1:]
+        if len(names) == 2 and names[0] != database:
+            raise Refused(f"{names[0]}.{names[1]} is not one of the society's tables")
+    for i, line in enumerate(tree):
+        m = _AST_LINE.match(line)
+        if not m:
+            continue
+        kind, rest = m.group(2), m.group(3).split()
+        name = rest[0] if rest else ""
+        if kind in ("Identifier", "TableIdentifier") and "." in name:
+            db, table = name.split(".", 1)
+            outside = db in others if kind == "Identifier" else db != database
+            if outside and not (db == "system" and table in SYSTEM_GENERATORS):
+                raise Refused(f"{name} is not one of the society's tables: reads here reach only those")
+        if kind == "Function":
+            in_table = i > 0 and tree[i - 1].strip().startswith("TableExpression")
+            lower = name.lower()
+            if in_table and lower not in TABLE_FUNCTIONS:
+                raise Refused(f"table function {name}() reaches outside the society's tables")
+            if not in_table and (lower in OUTSIDE_FUNCTIONS or lower.startswith("dict")):
+                raise Refused(f"function {name}() reaches outside the society's tables (files, host, user)")
 
 
 def table_functions(tree: list[str]) -> list[str]:

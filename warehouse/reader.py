@@ -114,9 +114,14 @@ def running_sink(settings: Any, society: str | None = None) -> str | None:
 
 
 def user_limits(settings: Any) -> ReadLimits:
-    """The limits of a user's query (``society sql``, the dashboard, a notebook): ``query_timeout_seconds``
-    of ``settings``, the rest ``ReadLimits``' defaults."""
-    return ReadLimits(max_execution_time=settings.query_timeout_seconds)
+    """The limits of a user's query (``society sql``, the dashboard, a notebook, the sink's ``/query``):
+    ``query_timeout_seconds``, ``query_max_memory_bytes`` and ``query_max_result_bytes`` of ``settings``,
+    the rest ``ReadLimits``' defaults."""
+    return ReadLimits(
+        max_execution_time=settings.query_timeout_seconds,
+        max_memory_usage=settings.query_max_memory_bytes,
+        max_result_bytes=settings.query_max_result_bytes,
+    )
 
 
 def open_reader(settings: Any = None, society: str | None = None) -> Reader:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
+from security_cases import ATTACKS, FINGERPRINT_SQL, TABLES_SQL, WRITTEN
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
 from molt_society.society.drive import drive_clock
@@ -108,6 +108,14 @@ def _attack_from_a_page(sink: str, attacks: list[str]) -> int:
         server.shutdown()
 
 
+def _status_kib(pid: int, field: str) -> int:
+    """``field`` (VmRSS, VmHWM: the peak) of ``/proc/<pid>/status``, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
 def _host(url: str) -> str:
     return url.split("://", 1)[1].split("/", 1)[0]
 
@@ -122,6 +130,7 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
         dash = stack.dashboard_url()
         assert dash is not None
         before = sql(stack, FINGERPRINT_SQL)
+        tables = sql(stack, TABLES_SQL)
         assert dict((r[0], r[1]) for r in before)["events"] > 0
         local = {"Content-Type": "application/json", "Host": _host(sink)}
         browser_like = {
@@ -134,6 +143,8 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             "Host": "evil.example",
             "Origin": "http://evil.example",
         }
+        sink_pid = next(c.process.pid for c in stack.children if c.role == "sinks")
+        rss_before = _status_kib(sink_pid, "VmRSS")
         for name, attack in ATTACKS.items():
             body = json.dumps({"sql": attack}).encode()
             status, doc = _request(f"{sink}/query", body, local)
@@ -148,6 +159,9 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             )
             assert status == 400, (name, doc)
             assert "readonly" in doc["error"], (name, doc)
+        # no read grew the process that holds the record past its bound (a 4 GB result made it 9 GB)
+        grown = _status_kib(sink_pid, "VmHWM") - rss_before
+        assert grown < 1536 << 10, f"the sink grew by {grown >> 10} MiB"
         # refusals decided by ClickHouse's protections say what they refused
         _, doc = _request(f"{sink}/query", json.dumps({"sql": ATTACKS["file_passwd"]}).encode(), local)
         assert doc.get("refused") is True
@@ -171,6 +185,12 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
         assert status == 401
         token_file = settings.state_dir / society_name / "sink.token"
         assert token_file.stat().st_mode & 0o077 == 0  # only the user can read the secret
+        # ... and no read can: file() is refused however it is called
+        for read in (f"SELECT file('{token_file}')", f"SELECT length(file('{token_file}')) > 0"):
+            status, doc = _request(f"{sink}/query", json.dumps({"sql": read}).encode(), local)
+            assert status in (400, 403), doc
+            assert doc.get("refused") is True, doc
+            assert "file()" in doc["error"], doc
         # the dashboard: every route refuses a rebound Host or a foreign Origin, and bodies not JSON
         for route in ("/", "/api/panels", "/api/snapshot", "/healthz", "/static/app.js"):
             status, _ = _request(f"{dash.rstrip('/')}{route}", None, {"Host": "evil.example"})
@@ -190,7 +210,7 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
         assert status == 415
         # society sql, the CLI a user (or a script) runs: refused with a message, exit 2
         env = settings_env(settings)
-        for name in ("drop", "set", "file_passwd", "into_outfile", "multi_statement"):
+        for name in ("drop", "set", "file_passwd", "file_scalar_environ", "into_outfile", "multi_statement"):
             proc = subprocess.run(
                 [sys.executable, "-m", "molt_society.society.cli", "sql", ATTACKS[name]],
                 env=env,
@@ -206,6 +226,7 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
         tried = _attack_from_a_page(sink, [ATTACKS[n] for n in ("drop", "insert_forged", "truncate", "set")])
         refused_by_guard = _count_refused(settings.state_dir / society_name / "sinks-0.log") - refused_before
         unchanged = sql(stack, FINGERPRINT_SQL)
+        assert sql(stack, TABLES_SQL) == tables
 
         # a slow query holds the read-only session while the society goes on: its inserts do not wait
         def health() -> dict[str, Any]:

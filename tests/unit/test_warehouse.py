@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from security_cases import ATTACKS, FINGERPRINT_SQL, WRITTEN
+from security_cases import ATTACKS, FINGERPRINT_SQL, TABLES_SQL, WRITTEN
 from stored_events import store_events
 
 from molt_society.runtime.settings import Settings
@@ -46,6 +46,8 @@ def test_every_attack_is_refused_and_the_record_is_unchanged(stored: str) -> Non
     reader = SessionReader(stored, limits=ReadLimits(max_execution_time=10))
     try:
         before = reader.query(FINGERPRINT_SQL).rows
+        tables = reader.query(TABLES_SQL).rows
+        assert ["events"] in tables
         assert dict((r[0], r[1]) for r in before)["events"] > 0  # there is a record to protect
         outcomes = {}
         for name, sql in ATTACKS.items():
@@ -54,6 +56,7 @@ def test_every_attack_is_refused_and_the_record_is_unchanged(stored: str) -> Non
             outcomes[name] = (type(err.value).__name__, str(err.value))
             assert str(err.value), name
         after = reader.query(FINGERPRINT_SQL).rows
+        assert reader.query(TABLES_SQL).rows == tables
     finally:
         reader.close()
     assert after == before
@@ -69,6 +72,36 @@ def test_every_attack_is_refused_and_the_record_is_unchanged(stored: str) -> Non
     assert "cannot change settings" in outcomes["settings_clause"][1]
     assert "Multi-statements" in outcomes["multi_statement"][1]
     assert "KILL" in outcomes["kill"][1]
+    # what read-only mode lets through is refused by the syntax tree, naming what reached out
+    for name in ("file_scalar_environ", "file_scalar_in_lambda", "file_scalar_in_where"):
+        assert outcomes[name][0] == "Refused", outcomes[name]
+        assert "file()" in outcomes[name][1], outcomes[name]
+    for name in ("system_processes", "system_in_subquery", "in_system_table", "information_schema"):
+        assert outcomes[name][0] == "Refused", outcomes[name]
+        assert "not one of the society's tables" in outcomes[name][1], outcomes[name]
+    assert "merge()" in outcomes["merge_system"][1]
+    assert "TOO_MANY_BYTES" in outcomes["huge_result"][1] or "Limit for result" in outcomes["huge_result"][1]
+
+
+def test_the_society_reader_can_still_use_what_it_needs(stored: str) -> None:
+    """Refusing other databases leaves the society's tables, CTEs, qualified names of its own database,
+    generators, aliases with dots and SHOW TABLES / DESCRIBE / EXISTS of its own tables alone."""
+    reader = SessionReader(stored, limits=ReadLimits(max_execution_time=10))
+    try:
+        db = reader.query("SELECT currentDatabase()").rows[0][0]
+        n = reader.query("SELECT count() FROM events").rows[0][0]
+        assert reader.query(f"SELECT count() FROM {db}.events").rows == [[n]]
+        assert reader.query("WITH t AS (SELECT type FROM events) SELECT count() FROM t").rows == [[n]]
+        assert reader.query("SELECT count() FROM events AS e WHERE e.type != ''").rows == [[n]]
+        assert reader.query("SELECT sum(number) FROM numbers(4)").rows == [[6]]
+        assert reader.query("SELECT number FROM system.numbers LIMIT 3").rows == [[0], [1], [2]]
+        assert reader.query("SELECT * FROM system.one").rows == [[0]]
+        assert reader.query(f"EXISTS TABLE {db}.events").rows == [[1]]
+        assert reader.query("SHOW TABLES LIKE 'event%'").rows
+        assert reader.query(f"SHOW CREATE TABLE {db}.events").rows
+        assert reader.query("SELECT upper(dim) FROM metrics LIMIT 1").rows is not None
+    finally:
+        reader.close()
 
 
 def test_reads_work_and_return_a_dataframe(stored: str, tmp_path: Path) -> None:
@@ -140,3 +173,17 @@ def test_a_reader_session_never_changes_the_writer(stored: str) -> None:
     assert settings["max_execution_time"] == "0"
     assert failures
     assert "imeout" in failures[0]
+
+
+def test_a_read_stopped_mid_stream_leaves_nothing_for_the_next_one(stored: str) -> None:
+    """chDB left the rest of a result stopped by ``max_result_bytes`` on the handle, and the next query
+    got those rows instead of its own answer; the session clears the handle after a failed read."""
+    reader = SessionReader(stored, limits=ReadLimits(max_execution_time=10, max_result_bytes=1 << 20))
+    try:
+        for _ in range(2):
+            with pytest.raises(QueryError, match=r"TOO_MANY_ROWS_OR_BYTES|Limit for result"):
+                reader.query("SELECT randomPrintableASCII(4000) FROM numbers(100000)")
+            assert reader.query("SELECT 'mine'").rows == [["mine"]]
+            assert reader.query("SELECT count() FROM events").rows[0][0] > 0
+    finally:
+        reader.close()
