@@ -181,6 +181,7 @@ class Batcher:
     def _insert(self, client: Any, target: Target, records: list[Any], token: str) -> tuple[int, int]:
         """Build and insert one batch (ClickHouse thread); returns (rows inserted into the target, rejected
         records)."""
+        self.store.check_folder()
         rejects: list[list[Any]] = []
         rows = target.build(records, rejects)
         if self.generation.number > 0:

@@ -18,6 +18,7 @@ import orjson
 from molt_society.runtime import kafka
 from molt_society.schemas import topics
 from molt_society.schemas.control import from_us
+from molt_society.schemas.events import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME
 
 EVENTS_TABLE = "events"
 METRICS_TABLE = "metrics"
@@ -109,6 +110,24 @@ def _text(value: bytes | None) -> str:
 
 def _str(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def _storable(t: datetime, what: str) -> datetime:
+    """``t`` in UTC when it lies in the event contract's range (``schemas.events``: 1970 to 2200, which
+    ClickHouse's DateTime64 holds); ``ValueError`` otherwise, so the record is dead-lettered with that
+    reason instead of failing the whole batch's insert (a forged 0001-01-01 stopped storage for a minute)."""
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValueError(f"{what} {t.isoformat()} has no time zone")
+    try:
+        t = t.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{what} {t.isoformat()} is outside the range ClickHouse stores") from None
+    if not EARLIEST_EVENT_TIME <= t < LATEST_EVENT_TIME:
+        raise ValueError(
+            f"{what} {t.isoformat()} is outside {EARLIEST_EVENT_TIME:%Y-%m-%d} to "
+            f"{LATEST_EVENT_TIME:%Y-%m-%d}"
+        )
+    return t
 
 
 def _received_at(record: RecordLike) -> datetime:
@@ -214,7 +233,7 @@ def event_row(record: RecordLike) -> list[Any]:
         etype,
         int(doc.get("schema_version") or 1),
         doc["actor"],
-        datetime.fromisoformat(doc["occurred_at"]).astimezone(UTC),
+        _storable(datetime.fromisoformat(doc["occurred_at"]), "occurred_at"),
         _str(doc.get("causation_id")),
         post_id,
         comment_id,
@@ -248,11 +267,11 @@ def metric_rows(record: RecordLike) -> list[list[Any]]:
             uuid.UUID(d["metric_id"]),
             d["society"],
             d["metric"],
-            from_us(int(d["window_start_us"])),
-            from_us(int(d["window_end_us"])),
+            _storable(from_us(int(d["window_start_us"])), "window_start"),
+            _storable(from_us(int(d["window_end_us"])), "window_end"),
             _str(d.get("dim")),
             float(d["value"]),
-            datetime.fromtimestamp(float(d["emitted_at"]), UTC),
+            _storable(datetime.fromtimestamp(float(d["emitted_at"]), UTC), "emitted_at"),
             record.topic,
             record.partition,
             record.offset,
@@ -292,6 +311,9 @@ def dead_letter_row(record: RecordLike) -> list[Any]:
     ]
 
 
+_UNDECODABLE = (ValueError, KeyError, TypeError, AttributeError, OverflowError, orjson.JSONDecodeError)
+
+
 def _build(
     records: Iterable[RecordLike],
     build: Any,
@@ -309,7 +331,7 @@ def _build(
                 rows.extend(built)
             else:
                 rows.append(built)
-        except (ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+        except _UNDECODABLE as exc:
             if rejects is None:
                 raise ValueError(f"{record.topic}:{record.partition}:{record.offset}: {exc!r}") from exc
             rejects.append(reject_row(record, f"sink could not decode the record: {exc!r}"))

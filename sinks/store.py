@@ -8,6 +8,7 @@ have a thread and a read-only session of their own (``sinks.serving``).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,10 @@ HELD_MESSAGES = ("Cannot lock file", "Unable to open the chdb engine")
 """How chDB reports a data directory held by another process (only as a failed start)."""
 
 
+class DataFolderGone(RuntimeError):
+    """The embedded ClickHouse's data folder was deleted or replaced under the running sink."""
+
+
 class Store:
     """One ClickHouse client and the one thread that uses it."""
 
@@ -34,6 +39,26 @@ class Store:
         self.settings = settings
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
         self._client: Any = None
+        self._folder: tuple[int, int] | None = None  # (device, inode) of the chDB folder at open
+
+    def check_folder(self) -> None:
+        """Raise ``DataFolderGone`` when the chDB folder opened is no longer there (deleted, moved or
+        replaced): chDB then goes on accepting inserts into files nobody will find, and nothing else
+        reports it. Nothing on a server."""
+        path = self.settings.chdb_path
+        if path is None or self._folder is None:
+            return
+        try:
+            st = os.stat(path)
+            now: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            now = None
+        if now != self._folder:
+            raise DataFolderGone(
+                f"ClickHouse's data folder {path} was {'deleted' if now is None else 'replaced'} while the "
+                "sink ran: nothing written now would be kept, so nothing is written (the batch stays "
+                "uncommitted in Kafka); restore the folder or point CLICKHOUSE_URL elsewhere"
+            )
 
     async def run(self, fn: Callable[Concatenate[Any, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(client, *args, **kwargs)`` on the ClickHouse thread."""
@@ -44,6 +69,9 @@ class Store:
     def _open(self) -> None:
         self._client = connect(self.settings.clickhouse_url)
         ensure_schema(self._client)
+        if self.settings.chdb_path is not None:
+            st = os.stat(self.settings.chdb_path)
+            self._folder = (st.st_dev, st.st_ino)
 
     async def open(self, patience: float = 30.0) -> None:
         """Open ClickHouse and apply the schema; while another process holds the chDB directory only

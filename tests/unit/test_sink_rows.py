@@ -322,3 +322,37 @@ def test_metric_rows_from_an_array_record() -> None:
         (str(d), float(10 - d), 7) for d in range(3)
     ]
     assert record_identity(METRICS_TABLE, rec) == min(e["metric_id"] for e in events)
+
+
+@pytest.mark.parametrize(
+    "occurred_at",
+    ["0001-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59Z", "1969-12-31T23:59:59Z",
+     "2026-01-28T00:00:00"],
+)  # fmt: skip
+def test_an_event_time_clickhouse_cannot_store_is_dead_lettered_not_inserted(
+    occurred_at: str, tmp_path: Any
+) -> None:
+    """A record on the events topic with an event time outside the contract's range (a forged
+    0001-01-01 failed every insert of its batch for a minute) becomes a dead letter with the reason; the
+    valid records of the same batch are stored."""
+    from molt_society.warehouse.client import connect
+    from molt_society.warehouse.schema import ensure_schema
+
+    good = PostCreated(**_envelope(), body=PostCreatedBody(post_id="p1", submolt="general", title="t"))
+    doc = orjson.loads(encode_event(good))
+    forged = {**doc, "event_id": str(uuid.uuid4()), "occurred_at": occurred_at}
+    rejects: list[list[Any]] = []
+    rows = rows_for_events([_record(encode_event(good), 1), _record(orjson.dumps(forged), 2)], rejects)
+    assert [r[EVENT_COLUMNS.index("_offset")] for r in rows] == [1]
+    assert len(rejects) == 1
+    reason = dict(zip(DEAD_LETTER_COLUMNS, rejects[0], strict=True))["reason"]
+    assert "occurred_at" in reason
+    client = connect(f"chdb://{tmp_path / 'ch'}")
+    try:
+        ensure_schema(client)
+        client.insert("events", rows, column_names=list(EVENT_COLUMNS))
+        client.insert("dead_letters", rejects, column_names=list(DEAD_LETTER_COLUMNS))
+        assert client.query("SELECT count() FROM events").result_rows == [(1,)]
+        assert client.query("SELECT count() FROM dead_letters").result_rows == [(1,)]
+    finally:
+        client.close()
