@@ -35,6 +35,19 @@ def _settings(**overrides: Any) -> Settings:
     return base.model_copy(update=clean) if clean else base
 
 
+def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A society name given on the command line, checked before anything uses it (a file name, a topic
+    name, a SQL literal): a usage error of one line otherwise."""
+    from molt_society.schemas.society_name import BadSocietyName, check_society_name
+
+    if value is None:
+        return None
+    try:
+        return check_society_name(value)
+    except BadSocietyName as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Run, watch and query an event-sourced LLM-agent society (MoltBook-style).
@@ -46,7 +59,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--society", "name", help="society name (new topics; rows tagged with it)")
+@click.option("--society", "name", callback=_named, help="society name (new topics; rows tagged with it)")
 @click.option("--agents", type=int, help="number of agents")
 @click.option("--llm-agents", type=int, help="how many of them use the LLM brain (SOCIETY_LLM_AGENTS)")
 @click.option("--llm-models", help="comma-separated model names for the LLM agents (SOCIETY_LLM_MODELS)")
@@ -58,11 +71,16 @@ def main() -> None:
 @click.option("--window-seconds", type=float, help="event-time window of the rolling metrics")
 @click.option("--stream-workers", type=int, default=None)
 @click.option("--agent-workers", type=int, default=None)
-@click.option("--from", "fork_from", help="start from the history of this society (fork or resume)")
-@click.option("--at", "fork_at", help="with --from: fork at this event time (default: where it stopped)")
+@click.option("--from", "fork_from", callback=_named, help="start from the history of this society (fork)")
+@click.option(
+    "--at",
+    "fork_at",
+    help="with --from: fork at this tick number or event time (ISO 8601, zoned; default: where it stopped)",
+)
 @click.option(
     "--resume",
     "resume_name",
+    callback=_named,
     help="rebuild this society from ClickHouse after its run died (driver killed, stack lost) and go on",
 )
 @click.option(
@@ -103,6 +121,7 @@ def run(
     """
     if fork_at is not None and fork_from is None:
         raise click.UsageError("--at needs --from")
+    at = _parse_fork_at(fork_at)  # a bad --at is said before anything is looked up
     if resume_name is not None and (fork_from is not None or (name is not None and name != resume_name)):
         raise click.UsageError(
             "--resume NAME continues NAME itself: give neither --from nor another --society"
@@ -126,6 +145,7 @@ def run(
     if s.llm_agents > s.agents:
         raise click.UsageError(f"--llm-agents {s.llm_agents} is more than the {s.agents} agents")
     society = resume_name or name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    _named(click.get_current_context(), click.Option(["--society"]), society)  # SOCIETY_SOCIETY's too
     if ticks is None and duration is None and resume_name is None:
         duration = 60.0
     if fork_from is not None or resume_name is not None:
@@ -138,7 +158,7 @@ def run(
         stream_workers=stream_workers or s.stream_workers,
         agent_workers=agent_workers or s.agent_workers,
         fork_from=fork_from,
-        fork_at=_parse_time(fork_at),
+        fork_at=at,
         dashboard=dashboard,
         resume=resume_name is not None,
     )
@@ -181,6 +201,7 @@ def _check_recorded(s: Settings, society: str) -> None:
 def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
     """``society.run.run_society`` with the local broker rebuilt when lost; exits 1 when the stack failed."""
     from molt_society.agents.clock import BarrierTimeout
+    from molt_society.runtime.preflight import EnvironmentProblem
     from molt_society.society.recover import rebuild_hook
     from molt_society.society.run import run_society
     from molt_society.society.stack import StackBusy, StackFailed
@@ -194,7 +215,7 @@ def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
             on_broker_lost=rebuild_hook if s.mode == "sim" and not s.kafka_bootstrap else None,
             **options,
         )
-    except StackBusy as exc:
+    except (StackBusy, EnvironmentProblem) as exc:
         raise click.ClickException(str(exc)) from None
     except (StackFailed, BarrierTimeout) as exc:
         console.print(
@@ -260,7 +281,7 @@ def experiment(spec_path: Path) -> None:
 
 
 @main.command()
-@click.option("--society", "name", required=True)
+@click.option("--society", "name", required=True, callback=_named)
 @click.option("--ticks", type=int)
 @click.option("--duration", type=float)
 def clock(name: str, ticks: int | None, duration: float | None) -> None:
@@ -285,10 +306,22 @@ def _print_tick(t: int) -> None:
         console.print(f"tick {t}", highlight=False)
 
 
-def _parse_time(value: str | None) -> datetime | None:
+def _parse_fork_at(value: str | None) -> datetime | int | None:
+    """``--at`` of a fork: a tick number, or an event time (``_parse_time``)."""
+    if value is not None and value.strip().isdigit():
+        return int(value.strip())
+    return _parse_time(value, "--at")
+
+
+def _parse_time(value: str | None, option: str = "the time") -> datetime | None:
     if value is None:
         return None
-    t = datetime.fromisoformat(value)
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{option} {value!r} is not an ISO 8601 time; write it as e.g. 2026-01-28T00:00:00Z"
+        ) from None
     if t.tzinfo is None:
         raise click.BadParameter(f"{value!r} has no time zone; write it as e.g. 2026-01-28T00:00:00Z")
     return t
@@ -310,7 +343,7 @@ def _parse_speed(value: str) -> float | None:
 
 
 @main.command()
-@click.argument("society_name")
+@click.argument("society_name", callback=_named)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help=".jsonl.gz, .jsonl or .parquet")
 @click.option("--since", help="first event time to include (ISO 8601 with a zone)")
 @click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
@@ -337,7 +370,9 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
 
 @main.command()
 @click.argument("source", type=click.Path(path_type=Path, exists=True))
-@click.option("--society", "name", help="the new society to replay into (default replay_<timestamp>)")
+@click.option(
+    "--society", "name", callback=_named, help="the new society to replay into (default replay_<timestamp>)"
+)
 @click.option("--speed", default="max", show_default=True, help="max, realtime, or a factor such as 60x")
 @click.option("--since", help="first event time to replay (ISO 8601 with a zone)")
 @click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
@@ -348,12 +383,16 @@ def replay(
     source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
+    from molt_society.replay.archive import ArchiveError
     from molt_society.replay.source import load_source
     from molt_society.society.replay_run import replay_source
 
     s = get_settings()
     factor = _parse_speed(speed)
-    src = load_source(source, since=_parse_time(since), until=_parse_time(until))
+    try:
+        src = load_source(source, since=_parse_time(since), until=_parse_time(until))
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
     if src.report is not None:
         console.print(src.report.render(), highlight=False, markup=False)
     if not src.events:
@@ -405,7 +444,7 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 
 
 @main.command()
-@click.option("--society", "name", required=True, help="the running society to probe")
+@click.option("--society", "name", required=True, callback=_named, help="the running society to probe")
 @click.option(
     "--tier", type=click.Choice(["1", "2", "3", "memory"]), help="Tier I, II, III or the shared-memory probe"
 )
@@ -597,8 +636,8 @@ def _print_probe_extras(doc: dict[str, Any]) -> None:
 
 
 @main.command()
-@click.argument("society_name")
-@click.option("--vs", "other", help="a second society, shown side by side")
+@click.argument("society_name", callback=_named)
+@click.option("--vs", "other", callback=_named, help="a second society, shown side by side")
 @click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -757,7 +796,7 @@ def _cell(v: Any) -> Any:
 
 
 @main.command()
-@click.argument("society_name")
+@click.argument("society_name", callback=_named)
 @click.argument("question")
 @click.option("--agent", "agent_id", required=True, help="the agent to ask (e.g. agent-000003)")
 @click.option("--at", "at", help="its history before this time: ISO 8601 with a zone, or a tick number")

@@ -79,10 +79,14 @@ class ForkPoint:
     at_us: int  # its start, the end of the copied history
 
 
-def fork_point(settings: Settings, at: datetime | None, end_us: int | None) -> ForkPoint:
-    """The tick boundary at or after ``at`` (or the old society's end when ``at`` is None)."""
+def fork_point(settings: Settings, at: datetime | int | None, end_us: int | None) -> ForkPoint:
+    """The tick boundary at or after ``at`` (an event time, or a tick number: the start of that tick), or
+    the old society's end when ``at`` is None."""
     origin = datetime.fromisoformat(settings.sim_start)
     tick_us = int(settings.tick_seconds * 1_000_000)
+    if isinstance(at, int):
+        tick = max(1, at)
+        return ForkPoint(tick, to_us(origin + timedelta(microseconds=tick * tick_us)))
     target = to_us(at) if at is not None else end_us
     if target is None:
         raise ValueError("the old society has no recorded end; give --at")
@@ -123,7 +127,7 @@ def run_fork(
     *,
     source: str,
     target: str,
-    at: datetime | None,
+    at: datetime | int | None,
     seed: int | None,
     ticks: int | None,
     duration: float | None,

@@ -29,6 +29,7 @@ from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.preflight import check_writable
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import (
     LoopWatch,
@@ -418,7 +419,7 @@ def _starting_point(
     society: str,
     *,
     fork_from: str | None,
-    fork_at: datetime | None,
+    fork_at: datetime | int | None,
     resume: bool,
     ticks: int | None,
     duration: float | None,
@@ -528,7 +529,7 @@ def run_society(
     agent_workers: int,
     console: Console | None = None,
     fork_from: str | None = None,
-    fork_at: datetime | None = None,
+    fork_at: datetime | int | None = None,
     dashboard: bool = False,
     on_broker_lost: BrokerLostHook | None = None,
     resume: bool = False,
@@ -547,6 +548,9 @@ def run_society(
     ClickHouse holds on new topics (``society.recover``) and continues to the tick it was to reach.
     """
     console = console or Console()
+    check_writable(settings.state_dir, "state folder (SOCIETY_STATE_DIR)")
+    if settings.chdb_path is not None:
+        check_writable(settings.chdb_path, "ClickHouse folder (CLICKHOUSE_URL)")
     stale = check_no_live_stack(settings)
     if stale is not None:
         console.print(f"[yellow]{escape(stale.describe())}[/yellow]", highlight=False)
