@@ -17,7 +17,9 @@ process, which writes the ``experiments`` table then).
 The ``experiments`` table (``warehouse/experiments.sql``) has one row per arm x seed: 'started' before it
 runs, 'done' once its history was verified. Rerunning the same spec resumes: a pair 'done' with the same
 spec hash is skipped; a pair left 'started' (an interrupted run) is purged (its rows in every table, its
-state directory) and run again. Compare arms in SQL, e.g. the events per window after the fork::
+state directory) and run again. A society of a pair's name that the experiment did not create (no row of
+it in ``experiments``: another run took the name) is never purged: the experiment stops, saying so.
+Compare arms in SQL, e.g. the events per window after the fork::
 
     SELECT e.arm, e.seed, avg(m.value) AS events_per_window
     FROM experiments AS e FINAL
@@ -209,7 +211,16 @@ def _run_pair(run: _Run, pair: Pair, rec: Recorded | None) -> None:
     settings, display = run.settings, run.display
     state = settings.state_dir / pair.society
     generation = 0
-    if rec is not None or state.exists():
+    if rec is None:
+        with run.store() as store:
+            stored = store.count_events(pair.society)
+        if stored or state.exists():
+            raise ExperimentError(
+                f"{pair.label}: society {pair.society!r} exists ({stored:,} events stored"
+                f"{', a state folder' if state.exists() else ''}) and experiment {run.spec.name!r} did not "
+                "create it; nothing was deleted. Rename the experiment or the arm, or remove that society"
+            )
+    else:
         display.say(f"{pair.label}: {pair.society} was left unfinished (or ran another spec); purging it")
         generation = _next_generation(settings, pair.society)
         with run.store() as store:
@@ -217,12 +228,12 @@ def _run_pair(run: _Run, pair: Pair, rec: Recorded | None) -> None:
         shutil.rmtree(state, ignore_errors=True)
         if settings.kafka_bootstrap:
             asyncio.run(_drop_topics(settings.kafka_bootstrap, pair.society))
+    started = run.row(pair, "started")
+    with run.store() as store:
+        store.write(started)  # first: from here on the society is this experiment's (a rerun may purge it)
     plan_path = write_plan(run.plan(pair), (state / "arm-plan.json").resolve())
     update = {"seed": pair.run_seed, "arm_plan": plan_path, "generation": generation, "resume_us": None}
     s = run.base.settings.model_copy(update=update)
-    started = run.row(pair, "started")
-    with run.store() as store:
-        store.write(started)
     began = time.monotonic()
     display.pair_started(pair.label, pair.society)
     extra = {"experiment": run.spec.name, "arm": pair.arm.name, "experiment_seed": pair.seed}

@@ -334,6 +334,31 @@ def test_a_fork_point_past_the_base_end_is_refused(world: tuple[Settings, Path])
         run_experiment(settings, spec, console=Console(record=True), runner=FakeRunner())
 
 
+def test_a_society_the_experiment_did_not_create_is_never_purged(world: tuple[Settings, Path]) -> None:
+    """A pair's name taken by another society (the user ran ``society run --society tiny.control.s0``):
+    the experiment stops before touching it, and its rows stay."""
+    settings, spec = world
+    other = [
+        ev.model_copy(update={"society": "tiny.control.s0"}) for ev in _base_events()
+    ]  # stored under the pair's name, by someone else
+    with Store(settings.clickhouse_url) as store:
+        store_events(store.client, other)
+    before = _count(settings, "tiny.control.s0")
+    assert before == len(other)
+    taken = r"'tiny.control.s0' exists .* did not create it; nothing was deleted"
+    with pytest.raises(ExperimentError, match=taken):
+        run_experiment(settings, spec, console=Console(record=True), runner=FakeRunner())
+    assert _count(settings, "tiny.control.s0") == before
+    assert "tiny.control.s0" not in _rows(settings)
+    # a state folder alone (a run that stored nothing yet) is somebody's too
+    (settings.state_dir / "tiny.banned.s0").mkdir(parents=True)
+    with Store(settings.clickhouse_url, schema=False) as store:
+        store.purge("tiny.control.s0")
+    with pytest.raises(ExperimentError, match=r"'tiny.banned.s0' exists \(0 events stored, a state folder\)"):
+        run_experiment(settings, spec, console=Console(record=True), runner=FakeRunner())
+    assert (settings.state_dir / "tiny.banned.s0").is_dir()
+
+
 def test_spec_hash_ignores_formatting() -> None:
     a = parse_spec({"name": "x", "base": {"society": "b", "at": 1}, "ticks": 1, "seeds": 2,
                     "arms": [{"name": "c", "control": True}, {"name": "t"}]})  # fmt: skip
