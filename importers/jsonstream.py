@@ -33,6 +33,9 @@ from molt_society.importers.positions import CHUNK, first_invalid_utf8
 
 IN_MEMORY_MAX = 16 << 20
 """Files up to this size (bytes) are parsed in memory with orjson; larger ones are streamed."""
+MAX_DEPTH = 512
+"""How deep an item of a document may nest (orjson's own limit is 1,024); MoltBook's deepest thread in the
+shared crawl nests a few dozen levels."""
 _STARTS = ("start_map", "start_array")
 _ENDS = ("end_map", "end_array")
 
@@ -56,6 +59,10 @@ class JsonError(Exception):
         self.message = message
 
 
+class TooDeep(Exception):
+    """An item nests deeper than ``MAX_DEPTH`` (a hostile file: 200 KB of ``[[[[...`` took 23 GB)."""
+
+
 def _build(events: Iterator[tuple[str, Any]], event: str, value: Any) -> object:
     if event not in _STARTS:
         return value
@@ -66,6 +73,8 @@ def _build(events: Iterator[tuple[str, Any]], event: str, value: Any) -> object:
         builder.event(event, value)
         if event in _STARTS:
             depth += 1
+            if depth > MAX_DEPTH:
+                raise TooDeep
         elif event in _ENDS:
             depth -= 1
             if depth == 0:
@@ -130,7 +139,8 @@ def parts(path: Path, start: int = 0) -> Iterator[Part]:
     """
     with path.open("rb") as fh:
         fh.seek(start)
-        if path.stat().st_size - start <= IN_MEMORY_MAX:
+        small = path.stat().st_size - start <= IN_MEMORY_MAX
+        if small:
             try:
                 doc = orjson.loads(fh.read())
             except orjson.JSONDecodeError:
@@ -141,13 +151,15 @@ def parts(path: Path, start: int = 0) -> Iterator[Part]:
         array = fh.read(CHUNK).lstrip(b" \t\r\n")[:1] == b"["
         fh.seek(start)
         try:
-            if array:  # items built by ijson's C backend: faster than _walk's Python builder
+            if array and not small:  # items built by ijson's C backend: faster than _walk's Python builder
                 for i, item in enumerate(ijson.items(fh, "item", use_float=True)):
                     yield Part(None, i, item)
-            else:
+            else:  # a small file orjson refused: _walk's builder counts the depth
                 yield from _walk(fh)
         except ijson.JSONError as exc:
             raise _locate(path, start, exc) from None
+        except TooDeep:
+            raise JsonError(fh.tell(), f"an item nests deeper than {MAX_DEPTH} levels") from None
 
 
 def _message(exc: Exception) -> str:

@@ -52,30 +52,90 @@ def write_jsonl(path: Path, header: ArchiveHeader, events: Iterable[Event]) -> i
     return n
 
 
+MAX_LINE_BYTES = 2 << 20
+"""The longest line an archive may have: an event record is at most 1 MiB (``SOCIETY_MAX_EVENT_BYTES``), a
+header a few hundred bytes. A longer line is refused before it is held (a 2 MB .gz of one 2 GiB line
+took 2.2 GB)."""
+
+
+class ArchiveError(ValueError):
+    """The archive cannot be read: the message names the file, the line and what is wrong."""
+
+
+def _header(path: Path, doc: Any) -> ArchiveHeader:
+    none = type(None)
+    fields: dict[str, Any] = {"society": str, "events": int, "origin_us": (int, none),
+                              "last_window_us": (int, none), "window_seconds": (int, float, none),
+                              "version": int}  # fmt: skip
+    if not isinstance(doc, dict) or set(doc) - set(fields) or not {"society", "events"} <= set(doc):
+        raise ArchiveError(f"{path}: line 1 is not an archive header (expected keys {sorted(fields)})")
+    for key, kind in fields.items():
+        if key in doc and (not isinstance(doc[key], kind) or isinstance(doc[key], bool)):
+            raise ArchiveError(f"{path}: line 1, the header's {key!r} has the wrong type: {doc[key]!r:.80}")
+    if doc.get("version", ARCHIVE_VERSION) != ARCHIVE_VERSION:
+        raise ArchiveError(
+            f"{path}: archive format version {doc['version']}; this version reads {ARCHIVE_VERSION}"
+        )
+    return ArchiveHeader(**doc)
+
+
+def _lines(path: Path, f: Any) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of ``f``, each at most ``MAX_LINE_BYTES``; ``ArchiveError`` otherwise."""
+    n = 0
+    while True:
+        try:
+            line = f.readline(MAX_LINE_BYTES + 1)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise ArchiveError(f"{path}: after line {n}, the file cannot be read: {exc}") from None
+        if not line:
+            return
+        n += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise ArchiveError(f"{path}: line {n} is longer than {MAX_LINE_BYTES >> 20} MiB")
+        yield n, line
+
+
+def _doc(path: Path, n: int, line: bytes) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ArchiveError(f"{path}: line {n} is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ArchiveError(f"{path}: line {n} is not a JSON object (an event), but {type(doc).__name__}")
+    return doc
+
+
 def read_jsonl_docs(path: Path) -> tuple[ArchiveHeader | None, Iterator[dict[str, Any]]]:
     """Header and events of a JSON Lines archive as wire-form dicts, not validated here.
 
-    The replay hot path: every event is validated by the stream processor it is published to.
+    The replay hot path: every event is validated by the stream processor it is published to. A line that
+    is not a JSON object, longer than ``MAX_LINE_BYTES``, or a header of the wrong shape raises
+    ``ArchiveError`` naming the file and the line.
     """
     opener: Any = gzip.open if path.suffix == ".gz" else open
     f = opener(path, "rb")
-    first = f.readline()
+    lines = _lines(path, f)
     header: ArchiveHeader | None = None
-    pending: list[bytes] = []
-    if first.strip():
-        doc = orjson.loads(first)
-        if isinstance(doc, dict) and "archive" in doc:
-            header = ArchiveHeader(**doc["archive"])
-        else:
-            pending.append(first)
+    pending: list[tuple[int, bytes]] = []
+    try:
+        first = next(lines, None)
+        if first is not None and first[1].strip():
+            doc = _doc(path, *first)
+            if "archive" in doc:
+                header = _header(path, doc["archive"])
+            else:
+                pending.append(first)
+    except BaseException:
+        f.close()
+        raise
 
     def docs() -> Iterator[dict[str, Any]]:
         try:
-            for line in pending:
-                yield orjson.loads(line)
-            for line in f:
+            for n, line in pending:
+                yield _doc(path, n, line)
+            for n, line in lines:
                 if line.strip():
-                    yield orjson.loads(line)
+                    yield _doc(path, n, line)
         finally:
             f.close()
 

@@ -26,13 +26,19 @@ class Source:
 
 
 def _us(ev: Event | dict[str, Any]) -> int:
+    """The event time to order by; an archive line without a readable zoned one sorts first, and the
+    stream worker dead-letters it with the reason (replay does not judge records itself)."""
     if isinstance(ev, dict):
-        return to_us(datetime.fromisoformat(ev["occurred_at"]))
+        try:
+            t = datetime.fromisoformat(ev["occurred_at"])
+            return to_us(t) if t.tzinfo is not None else -(2**62)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return -(2**62)
     return to_us(ev.occurred_at)
 
 
 def _eid(ev: Event | dict[str, Any]) -> str:
-    return str(ev["event_id"]) if isinstance(ev, dict) else str(ev.event_id)
+    return str(ev.get("event_id")) if isinstance(ev, dict) else str(ev.event_id)
 
 
 def load_source(path: Path, *, since: datetime | None = None, until: datetime | None = None) -> Source:

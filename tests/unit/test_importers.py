@@ -287,6 +287,26 @@ def test_truncated_json_is_an_error_with_a_position_and_other_files_still_import
     assert stats_of_events(result).comments == 100  # good.json still imported
 
 
+def test_a_deeply_nested_file_is_an_error_not_the_machine(tmp_path: Path) -> None:
+    """200 KB of ``[[[[...`` once took the importer to 23 GB (ijson's builder); it is one error now, and
+    the other files still import."""
+    import resource
+
+    (tmp_path / "deep.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    (tmp_path / "deep_in_object.json").write_bytes(b'{"posts": [' + b"[" * 100_000 + b"]" * 100_001 + b"}")
+    (tmp_path / "good.json").write_bytes(DETAIL.read_bytes())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = import_path(tmp_path, "m")
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    for name in ("deep.json", "deep_in_object.json"):
+        entry = result.report.file(name)
+        assert entry.status == "failed", (name, entry)
+        assert "nests deeper than 512 levels" in entry.errors[0].message
+        assert "byte" in entry.errors[0].position
+    assert stats_of_events(result).comments == 100
+    assert grown_mib < 200
+
+
 def test_wrong_shape_and_not_json(tmp_path: Path) -> None:
     (tmp_path / "shape.json").write_text(json.dumps({"hello": [1, 2, 3]}))
     (tmp_path / "text.json").write_text("this is not json\n")
