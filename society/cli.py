@@ -35,17 +35,20 @@ def _settings(**overrides: Any) -> Settings:
     return base.model_copy(update=clean) if clean else base
 
 
-def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A society name given on the command line, checked before anything uses it (a file name, a topic
-    name, a SQL literal): a usage error of one line otherwise."""
+def _society_name(value: str, hint: str | None = None) -> str:
+    """A society name, checked before anything uses it (a file name, a topic name, a SQL literal): a usage
+    error of one line otherwise (``hint``: the option it came from, when not known to click)."""
     from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
-    if value is None:
-        return None
     try:
         return check_society_name(value)
     except BadSocietyName as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of every option or argument that names a society: ``_society_name``."""
+    return None if value is None else _society_name(value)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,7 +148,7 @@ def run(
     if s.llm_agents > s.agents:
         raise click.UsageError(f"--llm-agents {s.llm_agents} is more than the {s.agents} agents")
     society = resume_name or name or f"{s.society}_{datetime.now(UTC):%Y%m%d_%H%M%S}"
-    _named(click.get_current_context(), click.Option(["--society"]), society)  # SOCIETY_SOCIETY's too
+    _society_name(society, "--society")  # SOCIETY_SOCIETY's default too
     if ticks is None and duration is None and resume_name is None:
         duration = 60.0
     if fork_from is not None or resume_name is not None:
@@ -422,15 +425,10 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
 
     from molt_society.dashboard.__main__ import run as serve_dashboard
     from molt_society.runtime.stack_state import read_state
-    from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
     s = _settings(dashboard_host=host, dashboard_port=port)
     stack_state = read_state(s)
-    society = name or stack_state.get("society") or s.society
-    try:
-        check_society_name(society)
-    except BadSocietyName as exc:
-        raise click.BadParameter(str(exc), param_hint="--society") from None
+    society = _society_name(name or stack_state.get("society") or s.society, "--society")
     bootstrap = bootstrap or s.kafka_bootstrap or stack_state.get("bootstrap")
     configure_logging("info", s.log_json)
     console.print(
@@ -489,12 +487,7 @@ def probe(
     from molt_society.probes import session, tasks
     from molt_society.report.probe_runs import ProbeError, load_run
     from molt_society.report.source import open_warehouse
-    from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
-    try:
-        check_society_name(name)
-    except BadSocietyName as exc:
-        raise click.UsageError(str(exc)) from None
     s = get_settings()
     judge_impl = _judge(s, judge, judge_model)
     helpers = _help_models(s, help_models)
@@ -668,15 +661,9 @@ def report(
     from molt_society.report.embeddings import Encoder
     from molt_society.report.source import open_warehouse
     from molt_society.report.write import write_report
-    from molt_society.schemas.society_name import BadSocietyName, check_society_name
     from molt_society.warehouse import QueryError
 
-    names = [society_name] + ([other] if other else [])
-    try:
-        for n in names:
-            check_society_name(n)
-    except BadSocietyName as exc:
-        raise click.UsageError(str(exc)) from None
+    names = [society_name] + ([other] if other else [])  # checked by their callbacks
     known = {s.key for s in SPECS} | {"fidelity"}
     if unknown := set(only) - known:
         raise click.UsageError(f"unknown diagnostic(s) {sorted(unknown)}; choose from {sorted(known)}")
