@@ -81,7 +81,9 @@ Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern
 """Free text (names, titles, contents): any Unicode except NUL (pydantic refuses lone surrogates)."""
 
 
-def _require_utc(value: datetime) -> datetime:
+def require_event_time(value: datetime) -> datetime:
+    """``value`` in UTC when it is zoned and within ``EARLIEST_EVENT_TIME``..``LATEST_EVENT_TIME`` (what
+    ClickHouse's DateTime64 holds); ``ValueError`` with the reason otherwise."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("timestamp has no time zone; event time must be UTC (e.g. 2026-01-28T00:00:00Z)")
     try:
@@ -112,7 +114,7 @@ _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 EventTime = Annotated[
     datetime,
     BeforeValidator(_iso_only),
-    AfterValidator(_require_utc),
+    AfterValidator(require_event_time),
     Field(description="UTC, from 1970-01-01 (inclusive) to 2200-01-01 (exclusive)"),
 ]
 

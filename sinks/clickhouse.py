@@ -18,7 +18,7 @@ import orjson
 from molt_society.runtime import kafka
 from molt_society.schemas import topics
 from molt_society.schemas.control import from_us
-from molt_society.schemas.events import EARLIEST_EVENT_TIME, LATEST_EVENT_TIME
+from molt_society.schemas.events import require_event_time
 
 EVENTS_TABLE = "events"
 METRICS_TABLE = "metrics"
@@ -113,21 +113,14 @@ def _str(value: Any) -> str:
 
 
 def _storable(t: datetime, what: str) -> datetime:
-    """``t`` in UTC when it lies in the event contract's range (``schemas.events``: 1970 to 2200, which
-    ClickHouse's DateTime64 holds); ``ValueError`` otherwise, so the record is dead-lettered with that
-    reason instead of failing the whole batch's insert (a forged 0001-01-01 stopped storage for a minute)."""
-    if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError(f"{what} {t.isoformat()} has no time zone")
+    """``t`` in UTC when the event contract admits it (``schemas.events.require_event_time``: zoned, 1970
+    to 2200, which ClickHouse's DateTime64 holds); ``ValueError`` naming ``what`` otherwise, so the record
+    is dead-lettered with that reason instead of failing the whole batch's insert (a forged 0001-01-01
+    stopped storage for a minute)."""
     try:
-        t = t.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"{what} {t.isoformat()} is outside the range ClickHouse stores") from None
-    if not EARLIEST_EVENT_TIME <= t < LATEST_EVENT_TIME:
-        raise ValueError(
-            f"{what} {t.isoformat()} is outside {EARLIEST_EVENT_TIME:%Y-%m-%d} to "
-            f"{LATEST_EVENT_TIME:%Y-%m-%d}"
-        )
-    return t
+        return require_event_time(t)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def _received_at(record: RecordLike) -> datetime:
