@@ -117,9 +117,9 @@ def guard(
     return middleware
 
 
-ASGIApp = Callable[
-    [dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]
-]
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 
 class GuardedASGI:
@@ -130,21 +130,12 @@ class GuardedASGI:
         self.app, self.port = app, port
         self.extra = frozenset(h.strip().lower() for h in extra_hosts if h.strip())
 
-    async def __call__(
-        self,
-        scope: dict[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
-    ) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope.get("type") == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             refused = refusal(str(scope.get("method", "GET")), headers, self.port, self.extra)
             if refused is not None:
-                import orjson
-
-                status, message = refused
-                log.warning("web.refused", status=status, reason=message)
-                body = orjson.dumps({"error": message, "refused": True})
+                status, body = refused[0], _refusal_body(*refused)
                 await send(
                     {
                         "type": "http.response.start",
@@ -160,10 +151,13 @@ class GuardedASGI:
         await self.app(scope, receive, send)
 
 
-def _refuse(status: int, message: str) -> web.Response:
+def _refusal_body(status: int, message: str) -> bytes:
+    """The JSON body of a refusal (logged): what every guarded endpoint answers."""
     import orjson
 
     log.warning("web.refused", status=status, reason=message)
-    return web.Response(
-        status=status, body=orjson.dumps({"error": message, "refused": True}), content_type="application/json"
-    )
+    return orjson.dumps({"error": message, "refused": True})
+
+
+def _refuse(status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=_refusal_body(status, message), content_type="application/json")
