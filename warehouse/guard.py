@@ -106,7 +106,6 @@ SYSTEM_GENERATORS = frozenset({"one", "numbers", "numbers_mt", "zeros", "zeros_m
 
 _AST_LINE = re.compile(r"^( *)(\S+)(.*)$")
 _SHOW_TABLES = re.compile(r"^SHOW (?:FULL )?TABLES(?: (?:FROM|IN) (\S+))?", re.IGNORECASE)
-_TABLE_FUNCTION = re.compile(r"^\s*Function (\w+)")
 
 
 @dataclass(frozen=True)
@@ -140,8 +139,8 @@ class ReadOnlySession:
         self.client = client
         self.embedded = embedded
         self.limits = limits or ReadLimits()
-        # statement as sent -> (ClickHouse's single statement, the table functions it calls)
-        self._verdicts: dict[str, tuple[str, tuple[str, ...]]] = {}
+        # statement as sent -> ClickHouse's single statement of it, checked
+        self._verdicts: dict[str, str] = {}
         row = client.query(
             "SELECT currentDatabase(), groupArray(name) FROM system.databases WHERE name != currentDatabase()"
         ).result_rows[0]
@@ -158,9 +157,9 @@ class ReadOnlySession:
         else:
             self._per_query = {**self.limits.settings(), "readonly": 1}
 
-    def statement(self, sql: str) -> tuple[str, tuple[str, ...]]:
-        """ClickHouse's rendering of ``sql`` as one read statement and the table functions it calls;
-        raises ``Refused`` when it is not a read."""
+    def statement(self, sql: str) -> str:
+        """ClickHouse's rendering of ``sql`` as one read statement; raises ``Refused`` when it is not a
+        read or reaches past the society's tables."""
         known = self._verdicts.get(sql)
         if known is not None:
             return known
@@ -180,11 +179,10 @@ class ReadOnlySession:
         tree = [str(r[0]) for r in res.result_rows]
         _check_read(tree)
         check_reach(tree, single, self.database, self.other_databases)
-        verdict = (single, tuple(table_functions(tree)))
         if len(self._verdicts) > 512:
             self._verdicts.clear()
-        self._verdicts[sql] = verdict
-        return verdict
+        self._verdicts[sql] = single
+        return single
 
     def run(self, sql: str) -> Any:
         """clickhouse-connect's result of ``sql`` as one read (``statement``); ``Refused`` otherwise."""
@@ -200,11 +198,11 @@ class ReadOnlySession:
     def _read(self, sql: str, call: Callable[..., Any]) -> Any:
         """``call`` (a query method of the client) on ClickHouse's single statement of ``sql``, with the
         session's settings; its failure as ``Refused`` or ``QueryError``."""
-        single, functions = self.statement(sql)
+        single = self.statement(sql)
         try:
             return call(single, settings=self._per_query)
         except Exception as exc:
-            error = refusal_or_error(exc, functions)
+            error = refusal_or_error(exc)
         if self.embedded:
             self._flush()
         raise error
@@ -275,29 +273,12 @@ def check_reach(tree: list[str], single: str, database: str, others: frozenset[s
                 raise Refused(f"function {name}() reaches outside the society's tables (files, host, user)")
 
 
-def table_functions(tree: list[str]) -> list[str]:
-    """Names of the functions a syntax tree calls in table position (for messages)."""
-    names = []
-    for i, line in enumerate(tree):
-        if line.strip() == "TableExpression (children 1)" and i + 1 < len(tree):
-            m = _TABLE_FUNCTION.match(tree[i + 1])
-            if m:
-                names.append(m.group(1))
-    return names
-
-
-def refusal_or_error(exc: BaseException, functions: tuple[str, ...] = ()) -> QueryError:
-    """ClickHouse's error as ``Refused`` when its protections refused the query (naming the table
-    functions the query calls, the usual reason), else ``QueryError``."""
+def refusal_or_error(exc: BaseException) -> QueryError:
+    """ClickHouse's error as ``Refused`` when its protections refused the query, else ``QueryError``.
+    (What reaches past the society's tables, table functions included, ``check_reach`` refused before.)"""
     text = first_line(exc)
     if "READONLY" in text or "readonly mode" in text or "ACCESS_DENIED" in text:
-        named = ", ".join(f"{f}()" for f in functions)
-        if "Cannot modify" in text:
-            what = "a query here cannot change settings"
-        elif named:
-            what = f"table function {named} reaches outside the society's tables"
-        else:
-            what = "not a read"
+        what = "a query here cannot change settings" if "Cannot modify" in text else "not a read"
         return Refused(f"ClickHouse's read-only mode ({what}): {text}")
     return QueryError(text)
 
