@@ -507,6 +507,17 @@ def test_refuses_to_resume_on_a_recreated_topic(
     assert stored(chdb_url, "SELECT count() FROM events") == [(len(old),)]
 
 
+def _assigned_sink(
+    broker: str, society_name: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+) -> SinkProcess:
+    """A sink on the society's topics (4 partitions, 2 shards), ready and assigned all six of them."""
+    asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
+    sink = start_sink({})
+    sink.wait_ready()
+    wait_for("assignment", lambda: len(sink.health()["lag"]) == 6 or None, timeout=120)
+    return sink
+
+
 def test_failed_inserts_are_retried_not_skipped(
     broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
 ) -> None:
@@ -515,10 +526,7 @@ def test_failed_inserts_are_retried_not_skipped(
     ``/health``; once it can write again every row is stored once."""
     n = 500
     soc = make_events(society_name, n, seed=6)
-    asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    sink = start_sink({})
-    sink.wait_ready()
-    wait_for("assignment", lambda: len(sink.health()["lag"]) == 6 or None, timeout=120)
+    sink = _assigned_sink(broker, society_name, start_sink)
     # the events table's directory: chDB's data/<database>/events links to it (system.tables, which names
     # it, is not open to readers)
     database = sink.query("SELECT currentDatabase()")["rows"][0][0]
@@ -551,10 +559,7 @@ def test_a_vanished_data_folder_is_said_at_once_and_nothing_is_lost(
     folder back every row is stored once."""
     n = 300
     soc = make_events(society_name, n, seed=8)
-    asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    sink = start_sink({})
-    sink.wait_ready()
-    wait_for("assignment", lambda: len(sink.health()["lag"]) == 6 or None, timeout=120)
+    sink = _assigned_sink(broker, society_name, start_sink)
     folder = Path(chdb_url.removeprefix("chdb://"))
     moved = folder.with_name(folder.name + ".moved")
     folder.rename(moved)
