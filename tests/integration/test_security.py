@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from security_cases import ATTACKS, FINGERPRINT_SQL, TABLES_SQL, WRITTEN
 from stack_helpers import make_settings, run_ticks, running_stack, sql
 
+from molt_society.bench.processes import status_kib
 from molt_society.society.drive import drive_clock
 from molt_society.society.stack import settings_env
 
@@ -108,14 +109,6 @@ def _attack_from_a_page(sink: str, attacks: list[str]) -> int:
         server.shutdown()
 
 
-def _status_kib(pid: int, field: str) -> int:
-    """``field`` (VmRSS, VmHWM: the peak) of ``/proc/<pid>/status``, in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field} for pid {pid}")
-
-
 def _host(url: str) -> str:
     return url.split("://", 1)[1].split("/", 1)[0]
 
@@ -144,7 +137,8 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             "Origin": "http://evil.example",
         }
         sink_pid = next(c.process.pid for c in stack.children if c.role == "sinks")
-        rss_before = _status_kib(sink_pid, "VmRSS")
+        rss_before = status_kib(sink_pid, "VmRSS")
+        assert rss_before is not None
         for name, attack in ATTACKS.items():
             body = json.dumps({"sql": attack}).encode()
             status, doc = _request(f"{sink}/query", body, local)
@@ -160,7 +154,9 @@ def test_the_record_cannot_be_read_around_forged_or_destroyed(broker: str, tmp_p
             assert status == 400, (name, doc)
             assert "readonly" in doc["error"], (name, doc)
         # no read grew the process that holds the record past its bound (a 4 GB result made it 9 GB)
-        grown = _status_kib(sink_pid, "VmHWM") - rss_before
+        peak = status_kib(sink_pid, "VmHWM")
+        assert peak is not None
+        grown = peak - rss_before
         assert grown < 1536 << 10, f"the sink grew by {grown >> 10} MiB"
         # refusals decided by ClickHouse's protections say what they refused
         _, doc = _request(f"{sink}/query", json.dumps({"sql": ATTACKS["file_passwd"]}).encode(), local)
