@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaProducer
 from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime import kafka
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
@@ -165,7 +166,7 @@ class Clock:
 
         ``start_tick`` > 0 continues a society whose history up to that tick was replayed (a fork).
         """
-        producer = kafka.producer(self.bootstrap, "control")
+        producer = kafka.producer(self.bootstrap, "control", keys=RecordKeys(self.s.state_dir))
         await producer.start()
         began = time.monotonic()
         if self.s.mode == "realtime":

@@ -48,6 +48,7 @@ from molt_society.agents.roster import Cohort, agent_index, build_roster
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
@@ -137,7 +138,7 @@ class AgentWorker:
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
-        producer = kafka.producer(self.bootstrap, "actions")
+        producer = kafka.producer(self.bootstrap, "actions", keys=RecordKeys(self.s.state_dir))
         await producer.start()
         consumer = kafka.consumer(
             self.bootstrap,

@@ -46,6 +46,7 @@ from molt_society.report.probe_runs import ProbeError, ProbeRun, Reply, replies,
 from molt_society.report.source import Warehouse, quoted
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import highwaters
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import (
@@ -184,8 +185,8 @@ def probe_events(
     return events, records
 
 
-async def publish(bootstrap: str, society: str, events: list[Event]) -> None:
-    producer = kafka.producer(bootstrap, "small")
+async def publish(bootstrap: str, society: str, events: list[Event], keys: RecordKeys) -> None:
+    producer = kafka.producer(bootstrap, "small", keys=keys)
     await producer.start()
     try:
         futures = [
@@ -217,7 +218,7 @@ def inject(
     at = max(stored, ticking or stored) + timedelta(milliseconds=1)
     rnd = random.Random(seed if seed is not None else secrets.randbits(64))
     events, records = probe_events(probes, society, submolt, at, rnd)
-    asyncio.run(publish(bootstrap, society, events))
+    asyncio.run(publish(bootstrap, society, events, RecordKeys(settings.state_dir)))
     run = ProbeRun(f"{at:%Y%m%dT%H%M%S}-{rnd.getrandbits(20):05x}", society, submolt, at.isoformat(), records)
     save_run(settings, run)
     return run

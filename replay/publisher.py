@@ -24,6 +24,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas import control
 from molt_society.schemas.events import Event, partition_key_of
 from molt_society.schemas.topics import Role, topic_name
@@ -62,6 +63,7 @@ async def publish(
     speed: float | None = None,
     on_progress: Callable[[PublishStats], None] = lambda s: None,
     handoff: tuple[list[str], int, int] | None = None,
+    keys: RecordKeys | None = None,
 ) -> PublishStats:
     """Publish ``events`` (sorted by event time) and the watermarks; ``speed`` None = as fast as possible.
 
@@ -69,7 +71,7 @@ async def publish(
     history is a prefix that live producers (agent shards) continue from ``tick + 1``. History marks then
     carry tick -1, so no feed before the handoff's looks complete to the agents.
     """
-    producer = kafka.producer(bootstrap, "bulk", linger_ms=10)
+    producer = kafka.producer(bootstrap, "bulk", keys=keys, linger_ms=10)
     await producer.start()
     try:
         run = _Publication(producer, society, partitions, int(window_seconds * 1_000_000), origin_us, handoff)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import get_settings, idempotent
 from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role
 
@@ -104,13 +105,54 @@ def member_session(timeout_ms: int) -> dict[str, Any]:
     return {**session(timeout_ms), "rebalance_timeout_ms": max(REBALANCE_TIMEOUT_MIN_MS, timeout_ms)}
 
 
-def producer(bootstrap: str, profile: ProducerProfile = "bulk", **overrides: Any) -> AIOKafkaProducer:
+class SigningProducer(AIOKafkaProducer):  # type: ignore[misc]
+    """A producer that signs every record of a society topic (``runtime.record_auth``): the records the
+    stack's readers accept as the stack's own."""
+
+    def __init__(self, *, keys: RecordKeys, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.keys = keys
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> Any:
+        signed = self.keys.headers(topic, key, value, headers)
+        return await super().send(
+            topic, value, key=key, partition=partition, timestamp_ms=timestamp_ms, headers=signed or None
+        )
+
+
+def signed_headers(
+    producer: AIOKafkaProducer, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
+) -> list[tuple[str, bytes]]:
+    """``headers`` with the record's signature when ``producer`` signs (``SigningProducer``), for records
+    appended to a batch by hand (``streams.batch_out``)."""
+    if isinstance(producer, SigningProducer):
+        return producer.keys.headers(topic, key, value, headers)
+    return headers
+
+
+def producer(
+    bootstrap: str, profile: ProducerProfile = "bulk", *, keys: RecordKeys | None = None, **overrides: Any
+) -> SigningProducer:
     """A producer of ``profile`` (not started); idempotent where the broker has it (``settings.idempotent``:
-    the local Apache Kafka), so that a send retried over a broker's restart is stored once."""
+    the local Apache Kafka), so that a send retried over a broker's restart is stored once. It signs the
+    records of society topics with the keys under ``keys`` (default: the settings' state folder)."""
     kwargs = {"metadata_max_age_ms": METADATA_MAX_AGE_MS, **PRODUCERS[profile], **overrides}
-    if idempotent(get_settings()):
+    settings = get_settings()
+    if idempotent(settings):
         kwargs.setdefault("enable_idempotence", True)
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)
+    return SigningProducer(
+        keys=keys if keys is not None else RecordKeys(settings.state_dir),
+        bootstrap_servers=bootstrap,
+        **kwargs,
+    )
 
 
 def consumer(

@@ -7,6 +7,7 @@ Connecting and the schema are the access layer's (``warehouse.client``, ``wareho
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import UNAUTHENTICATED
 from molt_society.schemas import topics
 from molt_society.schemas.control import from_us
 from molt_society.schemas.events import require_event_time
@@ -74,6 +76,9 @@ DEAD_LETTER_COLUMNS: tuple[str, ...] = (
     "_partition",
     "_offset",
 )
+
+Check = Callable[["RecordLike"], str | None]
+"""Why a record is not the stack's own (``runtime.record_auth.RecordKeys.problem``), None when it is."""
 
 SINK_REJECT_CODE = "sink_undecodable"
 """Dead-letter code of a record of the events or metrics topic that the sink could not turn into a row."""
@@ -313,9 +318,16 @@ def _build(
     rejects: list[list[Any]] | None,
     skip_control: bool,
     many: bool = False,
+    check: Check | None = None,
 ) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for record in records:
+        forged = check(record) if check is not None else None
+        if forged is not None:
+            if rejects is None:
+                raise ValueError(f"{record.topic}:{record.partition}:{record.offset}: {forged}")
+            rejects.append(reject_row(record, forged, UNAUTHENTICATED))
+            continue
         if skip_control and is_control(record):
             continue
         try:
@@ -331,20 +343,23 @@ def _build(
     return rows
 
 
-def rows_for_events(records: Iterable[RecordLike], rejects: list[list[Any]] | None = None) -> list[list[Any]]:
+def rows_for_events(
+    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None, check: Check | None = None
+) -> list[list[Any]]:
     """``events`` rows of event records, in record order; watermark control records are skipped.
 
-    A record that is not a decodable event raises ``ValueError``, unless ``rejects`` is given: then its
-    ``dead_letters`` row is appended there instead.
+    A record that is not a decodable event, or that ``check`` finds is not the stack's own (its reason),
+    raises ``ValueError``, unless ``rejects`` is given: then its ``dead_letters`` row is appended there
+    instead (code ``sink_undecodable`` or ``unauthenticated``).
     """
-    return _build(records, event_row, rejects, skip_control=True)
+    return _build(records, event_row, rejects, skip_control=True, check=check)
 
 
 def rows_for_metrics(
-    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None
+    records: Iterable[RecordLike], rejects: list[list[Any]] | None = None, check: Check | None = None
 ) -> list[list[Any]]:
     """``metrics`` rows of metric records (``schemas.control.MetricEvent``); errors as ``rows_for_events``."""
-    return _build(records, metric_rows, rejects, skip_control=True, many=True)
+    return _build(records, metric_rows, rejects, skip_control=True, many=True, check=check)
 
 
 def rows_for_dead_letters(records: Iterable[RecordLike]) -> list[list[Any]]:
@@ -371,11 +386,16 @@ def _dead_letters(records: Sequence[RecordLike], rejects: list[list[Any]]) -> li
     return rows_for_dead_letters(records)  # a dead letter is never rejected
 
 
-def targets(society: str) -> dict[str, Target]:
-    """The topics the sink of ``society`` consumes, each with its ``Target``."""
+def targets(society: str, check: Check | None = None) -> dict[str, Target]:
+    """The topics the sink of ``society`` consumes, each with its ``Target``; ``check`` (the society's
+    ``RecordKeys.problem``) keeps events and metrics not signed by the stack out of the tables."""
     tables = {
-        topics.Role.EVENTS: Target(EVENTS_TABLE, EVENT_COLUMNS, rows_for_events),
-        topics.Role.METRICS: Target(METRICS_TABLE, METRIC_COLUMNS, rows_for_metrics),
+        topics.Role.EVENTS: Target(
+            EVENTS_TABLE, EVENT_COLUMNS, functools.partial(rows_for_events, check=check)
+        ),
+        topics.Role.METRICS: Target(
+            METRICS_TABLE, METRIC_COLUMNS, functools.partial(rows_for_metrics, check=check)
+        ),
         topics.Role.DEADLETTER: Target(DEAD_LETTERS_TABLE, DEAD_LETTER_COLUMNS, _dead_letters),
     }
     return {topics.topic_name(society, role): target for role, target in tables.items()}

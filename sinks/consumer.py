@@ -29,6 +29,7 @@ from aiokafka.errors import KafkaError
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import own_lag
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.sinks.batching import BatchAbandoned, Batcher
 from molt_society.sinks.clickhouse import targets
@@ -152,7 +153,7 @@ class ClickHouseSink:
         self.stats = SinkStats()
         self.group_id = kafka.group_id(society, "sink")
         self.generation = Generation(settings, society)
-        self.targets = targets(society)
+        self.targets = targets(society, RecordKeys(settings.state_dir).problem)
         self.store = Store(settings)
         self.server = SinkServer(settings, society, self.group_id, self.stats, self.store)
 

@@ -24,6 +24,7 @@ from typing import Any
 from molt_society.agents.worker import shard_producer
 from molt_society.replay.export import iter_events
 from molt_society.replay.publisher import publish
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import from_us, to_us
 from molt_society.society.drive import drive_clock, last_window_start, wait_drained
@@ -105,6 +106,7 @@ async def copy_history(settings: Settings, bootstrap: str, source: str, target: 
         window_seconds=settings.window_seconds,
         origin_us=to_us(datetime.fromisoformat(settings.sim_start)),
         handoff=([shard_producer(s) for s in range(settings.shards)], point.at_us, point.tick - 1),
+        keys=RecordKeys(settings.state_dir),
     )
     return stats.events
 

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from molt_society.replay.progress import ProgressFile, progress_path
 from molt_society.replay.publisher import PublishStats, publish
 from molt_society.replay.source import Source
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.society.drive import wait_drained
 from molt_society.society.stack import LocalStack
@@ -71,6 +72,7 @@ def replay_source(
                     last_window_us=header.last_window_us if header else None,
                     speed=speed,
                     on_progress=on_progress,
+                    keys=RecordKeys(settings.state_dir),
                 )
             )
             if stats.last_us is not None:

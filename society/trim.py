@@ -48,6 +48,7 @@ from aiokafka.errors import (
 from molt_society.runtime import kafka, lag
 from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FULL_EVERY
@@ -168,14 +169,19 @@ def trim_enabled(settings: Settings) -> bool:
     return settings.broker == "kafka" and not settings.kafka_bootstrap
 
 
-def load_needed_offsets() -> NeededOffsets | None:
-    """``streams.snapshots.needed_offsets`` when it exists (None: events, marks and snapshots stay whole)."""
+def load_needed_offsets(keys: RecordKeys | None = None) -> NeededOffsets | None:
+    """``streams.snapshots.needed_offsets`` when it exists (None: events, marks and snapshots stay whole);
+    with ``keys``, only snapshots the society's key signed say what may go."""
     try:
         from molt_society.streams import snapshots  # optional: another part of the pipeline
     except ImportError:
         return None
     fn = getattr(snapshots, "needed_offsets", None)
-    return fn if callable(fn) else None
+    if not callable(fn):
+        return None
+    if keys is None:
+        return fn  # type: ignore[no-any-return]
+    return lambda bootstrap, society: fn(bootstrap, society, keys=keys)
 
 
 @dataclass
@@ -200,9 +206,8 @@ class Trimmer:
 
     @classmethod
     def for_settings(cls, settings: Settings, bootstrap: str, society: str) -> Trimmer:
-        return cls(
-            bootstrap, society, interval=settings.trim_interval_seconds, needed_offsets=load_needed_offsets()
-        )
+        needed = load_needed_offsets(RecordKeys(settings.state_dir))
+        return cls(bootstrap, society, interval=settings.trim_interval_seconds, needed_offsets=needed)
 
     async def run(self) -> None:
         """Trim every ``interval`` seconds until cancelled, or until the broker turns out not to trim."""

@@ -47,6 +47,7 @@ from faust.types import TP, FutureMessage
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import await_chain
 from molt_society.schemas import control
@@ -124,6 +125,10 @@ def create_app(settings: Settings, bootstrap: str, society: str, *, data_dir: st
     @app.agent(partials_topic, concurrency=1)
     async def aggregate(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            forged = aggregator.keys.problem(event.message)
+            if forged is not None:  # a partial from outside would count in the window's metrics
+                log.warning("aggregate.forged_partial", offset=event.message.offset, reason=forged)
+                continue
             aggregator.busy_since = time.monotonic()
             aggregator.taken = event.message.offset
             try:
@@ -145,6 +150,7 @@ class Aggregator:
 
     def __init__(self, app: faust.App, settings: Settings, society: str, bootstrap: str) -> None:
         self.app, self.settings, self.society, self.bootstrap = app, settings, society, bootstrap
+        self.keys = RecordKeys(settings.state_dir)
         self.ends: LagReader | None = None  # reads the partials topic's end offset
         self.metrics_topic = app.topic(
             topic_name(society, Role.METRICS), value_serializer="raw", key_serializer="raw"
@@ -201,8 +207,7 @@ class Aggregator:
             by_name.setdefault(m["metric"], []).append(m)
         # the window's metrics are on the broker before the window is marked computed
         sent = [
-            await self.metrics_topic.send(key=name.encode(), value=control.dumps(values))
-            for name, values in by_name.items()
+            await self._send_metrics(name.encode(), control.dumps(values)) for name, values in by_name.items()
         ]
         await asyncio.gather(*sent)
         self.save_memory(memory)
@@ -211,6 +216,13 @@ class Aggregator:
         await self.influence.settled()
         await pending.settled()
         log.info("window.computed", window_start_us=start, metrics=len(metrics))
+
+    async def _send_metrics(self, key: bytes, value: bytes) -> Any:
+        """Send one metric's records, signed (``runtime.record_auth``): the sink stores only those."""
+        topic = self.metrics_topic.get_topic_name()
+        return await self.metrics_topic.send(
+            key=key, value=value, headers=self.keys.headers(topic, key, value)
+        )
 
     async def lagging_since(self) -> float | None:
         """Since when the agent has been idle while the partials topic holds partials it has not taken, or

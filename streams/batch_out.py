@@ -7,6 +7,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from molt_society.runtime import kafka
+
 
 class BatchOut:
     """Records of one partition (accepted events, or marks), appended to producer batches.
@@ -27,6 +29,7 @@ class BatchOut:
         self._sent: list[tuple[int, int, asyncio.Future[Any]]] = []  # (first record, records, future)
 
     async def append(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        headers = kafka.signed_headers(self.producer, self.topic, key, value, headers)
         if self.batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
             await self.flush()
             if self.batch.append(key=key, value=value, timestamp=None, headers=headers) is None:

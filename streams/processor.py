@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import UNAUTHENTICATED, RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
@@ -135,6 +136,7 @@ class ActionProcessor:
 
     def __init__(self, settings: Settings, bootstrap: str, society: str) -> None:
         self.settings = settings
+        self.keys = RecordKeys(settings.state_dir)
         self.bootstrap = bootstrap
         self.society = society
         self.t_actions = topic_name(society, Role.ACTIONS)
@@ -183,7 +185,7 @@ class ActionProcessor:
 
     # ------------------------------------------------------------- lifecycle
     async def run(self, stop: asyncio.Event) -> None:
-        self.producer = kafka.producer(self.bootstrap, "bulk")
+        self.producer = kafka.producer(self.bootstrap, "bulk", keys=self.keys)
         await self.producer.start()
         self.consumer = kafka.consumer(
             self.bootstrap,
@@ -279,10 +281,10 @@ class ActionProcessor:
                     f"the snapshot covers events to {events_from} and marks to {marks_from}, but the log "
                     f"ends at {e_end} and {m_end}"
                 )
-            events = snapshots.records(reader, te, events_from, e_end).__aiter__()
+            events = self._own(snapshots.records(reader, te, events_from, e_end)).__aiter__()
             ev = await anext(events, None)
             replayed = marks = 0
-            async for m in snapshots.records(reader, tm, marks_from, m_end):
+            async for m in self._own(snapshots.records(reader, tm, marks_from, m_end)):
                 at = mark_events_offset(m.headers)
                 while ev is not None and ev.offset < at:
                     state.accept_action(ev.value, now_us=REPLAY_NOW_US, key=ev.key)
@@ -319,13 +321,23 @@ class ActionProcessor:
         )
         return state
 
+    async def _own(self, records: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """The records of ``records`` the stack signed; any other (written to the events or marks topic from
+        outside) is left out of the rebuilt state, with a warning."""
+        async for rec in records:
+            forged = self.keys.problem(rec)
+            if forged is None:
+                yield rec
+            else:
+                log.warning("processor.rebuild_forged", topic=rec.topic, offset=rec.offset, reason=forged)
+
     async def _restore(
         self, reader: AIOKafkaConsumer, tp: TopicPartition, span: tuple[int, int]
     ) -> tuple[PartitionState, int, int]:
         """The state of the newest usable snapshot on snapshots partition ``tp`` with the events and marks
         offsets it covers, or a fresh state and (0, 0)."""
         partition = tp.partition
-        snap = await snapshots.newest(reader, tp, span)
+        snap = await snapshots.newest(reader, tp, span, keys=self.keys)
         if snap is not None and snap.payload is not None:
             try:
                 state = PartitionState.from_snapshot(
@@ -423,6 +435,10 @@ class ActionProcessor:
             out = BatchOut(producer, self.t_events, tp.partition)
             marks: list[tuple[int, bytes]] = []
             for rec in records:
+                forged = self.keys.problem(rec)
+                if forged is not None:  # not the stack's: no event, no watermark, no barrier
+                    futures.append(await self._dead_letter(rec, forged, UNAUTHENTICATED))
+                    continue
                 if kafka.is_watermark(rec.headers):
                     if await self._watermark(state, rec, now_us, futures):
                         marks.append((out.appended, rec.value))

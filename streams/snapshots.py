@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas.topics import (
     SNAPSHOT_CHUNK,
     SNAPSHOT_CHUNKS,
@@ -191,14 +192,19 @@ def snapshots_partition(society: str, partition: int) -> TopicPartition:
 
 
 async def newest(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, span: tuple[int, int], *, payload: bool = True
+    consumer: AIOKafkaConsumer,
+    tp: TopicPartition,
+    span: tuple[int, int],
+    *,
+    payload: bool = True,
+    keys: RecordKeys | None = None,
 ) -> SnapshotInfo | None:
     """The newest complete snapshot on snapshots partition ``tp`` (assigned to ``consumer``; ``span``: its
     ``bounds``), with its state bytes when ``payload``, or None when there is none.
 
     Walks back from the end of the partition: a complete snapshot ends with its last chunk, whose first
     chunk is ``chunks - 1`` offsets before it. A damaged one (chunks that do not decompress) is skipped
-    with a warning.
+    with a warning, and so is one whose chunks the society's key (``keys``) did not sign.
     """
     begin, hw = span
     pos = hw
@@ -225,6 +231,10 @@ async def newest(
         expected = list(range(n)) if payload or n == 1 else [0]
         if [(c[0], c[1]) if c else None for c in infos] != [(sid, i) for i in expected]:
             continue  # chunks of another writer in between, or a torn snapshot
+        forged = next((p for p in (keys.problem(r) for r in [*chunks, last]) if p), None) if keys else None
+        if forged is not None:
+            log.warning("snapshot.forged", partition=tp.partition, offset=first_offset, reason=forged)
+            continue
         state: bytes | None = None
         if payload:
             try:
@@ -236,7 +246,9 @@ async def newest(
     return None
 
 
-async def needed_offsets(bootstrap: str, society: str) -> dict[str, dict[int, int]]:
+async def needed_offsets(
+    bootstrap: str, society: str, *, keys: RecordKeys | None = None
+) -> dict[str, dict[int, int]]:
     """Per topic and partition, the lowest offset the stream workers still need to rebuild their state.
 
     Keyed by topic name: ``society.<name>.events`` and ``society.<name>.marks`` -> {partition: the offset
@@ -247,7 +259,8 @@ async def needed_offsets(bootstrap: str, society: str) -> dict[str, dict[int, in
     other consumers have not yet read (their committed offsets).
 
     Snapshots only move forward, so offsets read here stay safe to trim to while newer snapshots appear.
-    Reads the last chunk and the first chunk of each newest snapshot, never a whole snapshot.
+    Reads the last chunk and the first chunk of each newest snapshot, never a whole snapshot; with ``keys``,
+    a snapshot the society's key did not sign does not count.
     """
     events = topic_name(society, Role.EVENTS)
     marks = topic_name(society, Role.MARKS)
@@ -261,7 +274,7 @@ async def needed_offsets(bootstrap: str, society: str) -> dict[str, dict[int, in
         consumer.assign(tps)
         spans = await bounds(consumer, tps)
         for p, tp in enumerate(tps):
-            info = await newest(consumer, tp, spans[tp], payload=False)
+            info = await newest(consumer, tp, spans[tp], payload=False, keys=keys)
             out[events][p] = info.events_offset if info else 0
             out[marks][p] = info.marks_offset if info else 0
             out[snaps][p] = info.first_offset if info else 0

@@ -96,6 +96,11 @@ def sql(stack: LocalStack, query: str) -> list[list[Any]]:
 
 def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
     """Event ids of the same society run in one process without Kafka (``agents.offline``)."""
+    return {str(e.event_id) for e in offline_events(settings, society, ticks)}
+
+
+def offline_events(settings: Settings, society: str, ticks: int) -> list[Any]:
+    """The events of the same society run in one process without Kafka (``agents.offline``)."""
     from molt_society.agents.behaviour import load_behaviour
     from molt_society.agents.offline import simulate
 
@@ -111,7 +116,7 @@ def offline_ids(settings: Settings, society: str, ticks: int) -> set[str]:
         society=society,
         feed_size=settings.feed_size,
     )
-    return {str(e.event_id) for e in offline.events}
+    return list(offline.events)
 
 
 def emitted_event_ids(bootstrap: str, society: str) -> list[str]:

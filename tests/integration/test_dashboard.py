@@ -20,6 +20,7 @@ from stack_helpers import ARTIFACTS, browser_page, make_settings, run_ticks, run
 
 from molt_society.runtime import kafka
 from molt_society.runtime.brokers import start_broker
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
@@ -218,7 +219,7 @@ def test_agent_written_text_is_shown_literally_and_runs_nothing(
     bad = orjson.dumps({"event_id": HOSTILE[1], "type": "post_created", "society": s})
 
     async def produce() -> None:
-        p = kafka.producer(broker, "control")
+        p = kafka.producer(broker, "control", keys=RecordKeys(settings.state_dir))
         await p.start()
         try:
             for ev in (reg, sub, post, reply):

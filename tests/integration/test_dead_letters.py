@@ -12,6 +12,7 @@ import pytest
 from stack_helpers import make_settings, running_stack, sql
 
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.topics import Role, topic_name
@@ -70,7 +71,7 @@ def test_each_kind_of_bad_input_is_dead_lettered_with_a_reason(
     bad["invalid_fields:naive"] = orjson.dumps(naive)
 
     async def produce() -> None:
-        p = kafka.producer(broker, "control")
+        p = kafka.producer(broker, "control", keys=RecordKeys(settings.state_dir))
         await p.start()
         t = topic_name(s, Role.ACTIONS)
         try:

@@ -3,7 +3,8 @@
 A fixed-seed corpus of more than 10,000 hostile records (random bytes, truncated and deeply nested JSON,
 1 MB and 10 MB records, NaN/Infinity/1e999, wrong types, unknown types, forged actors and societies,
 copies of valid events under their id with other bodies, keys or partitions, lone surrogates, NUL, huge
-integers, malformed watermarks and watermarks of unknown producers) is sent to a real stack (broker, stream
+integers, malformed watermarks and watermarks of unknown producers; valid posts and watermarks that are
+unsigned, signed with another key, or carry the society's signature of another record) is sent to a real stack (broker, stream
 worker, sink, chDB) interleaved with 1,000 valid events, in rounds: a round's valid events are stored
 before any hostile copy of them is sent. Byte-identical copies of valid events (redeliveries) are sent
 too; they are duplicates, neither stored again nor dead-lettered, and are not counted as hostile.
@@ -31,10 +32,12 @@ from typing import Any
 import orjson
 import psutil
 import pytest
+from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from stack_helpers import make_settings, running_stack, sql
 
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas import control
 from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
@@ -54,6 +57,7 @@ REDELIVERIES_PER_ROUND = 30
 MAX_RSS = 1.5 * 2**30
 DLQ_PREFIX = 1 << 20
 MARK = [(HEADER_KIND, KIND_WATERMARK)]
+AUTH_CODES = frozenset({"unauthenticated"})
 DECODE_CODES = frozenset({"malformed_json", "not_an_object", "invalid_fields", "unknown_type", "empty"})
 
 
@@ -65,6 +69,7 @@ class Hostile:
     kind: str
     partition: int | None = None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
+    signed: bool = True  # False: sent as is by a producer without the society's key (headers as given)
 
 
 def right_partition(key: bytes) -> int:
@@ -306,9 +311,11 @@ def _bad_marks(now_us: int) -> list[tuple[str, bytes | None]]:
 
 
 class HostileCorpus:
-    def __init__(self, society: ValidSociety, rng: random.Random) -> None:
+    def __init__(self, society: ValidSociety, rng: random.Random, own: RecordKeys, other: RecordKeys) -> None:
         self.soc = society
         self.rng = rng
+        self.own, self.other = own, other  # the society's record keys, and a key that is not its
+        self.topic = topic_name(society.society, Role.ACTIONS)
         self.mutations = _mutations()
         self.template_n = 0
         self.stored_posts: list[str] = []
@@ -348,6 +355,9 @@ class HostileCorpus:
             (0.05, self.forged_society),
             (0.04, self.missing_thread),
             (0.03, self.future),
+            (0.03, self.unsigned),
+            (0.02, self.other_signature),
+            (0.02, self.stolen_signature),
         ]
         if done:
             makers += [
@@ -423,6 +433,60 @@ class HostileCorpus:
     def future(self) -> Hostile:
         ev = self._template().model_copy(update={"occurred_at": datetime.now(UTC) + timedelta(days=30)})
         return Hostile(encode_event(ev), key_of(ev), frozenset({"future_event_time"}), "future")
+
+    # records that would be accepted if the stack had written them (``runtime.record_auth``)
+    def _valid_post(self) -> tuple[bytes, bytes]:
+        self.template_n += 1
+        pid = f"outsider-{self.template_n}"
+        ev = E.PostCreated(
+            event_id=uuid7(AT, self.rng),
+            society=self.soc.society,
+            actor="agent-1",
+            occurred_at=AT + timedelta(seconds=self.template_n % 900),
+            body=E.PostCreatedBody(post_id=pid, submolt="general", title="a post from outside"),
+        )
+        return encode_event(ev), pid.encode()
+
+    def unsigned(self) -> Hostile:
+        """A valid post, or a valid watermark, without a signature."""
+        if self.rng.random() < 0.3:
+            good = control.watermark("replay", ["replay"], control.to_us(AT), -1, control.to_us(AT))
+            return Hostile(
+                _json(dict(good)),
+                None,
+                AUTH_CODES,
+                "unsigned-mark",
+                self.rng.randrange(PARTITIONS),
+                MARK,
+                False,
+            )
+        value, key = self._valid_post()
+        return Hostile(value, key, AUTH_CODES, "unsigned", signed=False)
+
+    def other_signature(self) -> Hostile:
+        """A valid post signed with another key."""
+        value, key = self._valid_post()
+        return Hostile(
+            value,
+            key,
+            AUTH_CODES,
+            "other-key-sig",
+            headers=self.other.headers(self.topic, key, value),
+            signed=False,
+        )
+
+    def stolen_signature(self) -> Hostile:
+        """A valid post carrying the society's own signature of another record."""
+        value, key = self._valid_post()
+        theirs, _ = self._valid_post()
+        return Hostile(
+            value,
+            key,
+            AUTH_CODES,
+            "stolen-sig",
+            headers=self.own.headers(self.topic, key, theirs),
+            signed=False,
+        )
 
     def conflicting(self, done: list[E.Event]) -> Hostile:
         """A stored event's id with another body: another post id (so another key), or other content."""
@@ -546,10 +610,10 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
     s = society_name
     rng = random.Random(SEED)
     society = ValidSociety(s, rng)
-    corpus = HostileCorpus(society, rng)
+    settings = make_settings(broker, tmp_path, partitions=PARTITIONS)
+    corpus = HostileCorpus(society, rng, RecordKeys(settings.state_dir), RecordKeys(tmp_path / "not-the-key"))
     valid_ids = {str(e.event_id) for e in society.events}
     assert len(society.events) == VALID == len(valid_ids)
-    settings = make_settings(broker, tmp_path, partitions=PARTITIONS)
     topic = topic_name(s, Role.ACTIONS)
     origin = control.to_us(AT) - control.to_us(AT) % int(settings.window_seconds * 1_000_000)
     sent: dict[tuple[int, int], Hostile] = {}  # (partition, offset) -> hostile record
@@ -563,8 +627,12 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
 
         async def produce() -> None:
             nonlocal redelivered
-            p = kafka.producer(stack.bootstrap, "small", max_request_size=16 << 20)
+            p = kafka.producer(
+                stack.bootstrap, "small", keys=RecordKeys(settings.state_dir), max_request_size=16 << 20
+            )
+            outsider = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, max_request_size=16 << 20)
             await p.start()
+            await outsider.start()
             try:
                 for k in range(ROUNDS):
                     done = society.events[: k * VALID // ROUNDS]
@@ -577,7 +645,7 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
                     pending: list[tuple[Hostile | None, Any]] = []
                     for item in _interleave(rng, batch, [*hostile, *copies]):
                         if isinstance(item, Hostile):
-                            fut = await p.send(
+                            fut = await (p if item.signed else outsider).send(
                                 topic,
                                 item.value,
                                 key=item.key,
@@ -609,6 +677,7 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
                     assert got >= stored, f"round {k}: {got} of {stored} valid events stored"
             finally:
                 await p.stop()
+                await outsider.stop()
 
         asyncio.run(produce())
         n_hostile = len(sent)

@@ -31,6 +31,7 @@ import pytest
 
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import ensure_topics
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas.control import MetricEvent, metric_id, to_us, watermark
 from molt_society.schemas.events import (
     CommentCreated,
@@ -152,6 +153,7 @@ def make_events(society: str, n: int, seed: int) -> Society:
 
 
 async def produce(
+    keys: RecordKeys,
     bootstrap: str,
     society: str,
     events: list[Event],
@@ -165,7 +167,7 @@ async def produce(
     ``garbage``, when given, goes to the events topic right after the first event (a contract violation the
     sink must file under dead_letters instead of blocking on it).
     """
-    producer = kafka.producer(bootstrap, "small")
+    producer = kafka.producer(bootstrap, "small", keys=keys)
     await producer.start()
     try:
         events_topic = topic_name(society, Role.EVENTS)
@@ -278,6 +280,12 @@ class SinkProcess:
 
 
 @pytest.fixture
+def keys(tmp_path: Path) -> RecordKeys:
+    """The record keys of the sink's state folder: what the test produces is signed as the stack's."""
+    return RecordKeys(tmp_path / "state")
+
+
+@pytest.fixture
 def start_sink(
     broker: str, society_name: str, chdb_url: str, tmp_path: Path
 ) -> Iterator[Callable[[dict[str, str]], SinkProcess]]:
@@ -343,12 +351,18 @@ def flush_rates(log_file: Path) -> list[float]:
 
 
 def test_all_events_exactly_once(
-    broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+    broker: str,
+    society_name: str,
+    chdb_url: str,
+    start_sink: Callable[[dict[str, str]], SinkProcess],
+    keys: RecordKeys,
 ) -> None:
     n, n_metrics, n_dead = 3000, 6, 4
     soc = make_events(society_name, n, seed=1)
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    asyncio.run(produce(broker, society_name, soc.events, 4, n_metrics, n_dead, garbage=b"not an event"))
+    asyncio.run(
+        produce(keys, broker, society_name, soc.events, 4, n_metrics, n_dead, garbage=b"not an event")
+    )
 
     sink = start_sink({})
     sink.wait_ready()
@@ -410,12 +424,16 @@ def test_all_events_exactly_once(
 
 
 def test_sigkill_and_restart_no_loss_no_duplicates(
-    broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+    broker: str,
+    society_name: str,
+    chdb_url: str,
+    start_sink: Callable[[dict[str, str]], SinkProcess],
+    keys: RecordKeys,
 ) -> None:
     n = 40_000
     soc = make_events(society_name, n, seed=2)
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    asyncio.run(produce(broker, society_name, soc.events, 4))
+    asyncio.run(produce(keys, broker, society_name, soc.events, 4))
     small = {"SOCIETY_SINK_BATCH_ROWS": "2000"}
 
     first = start_sink(small)
@@ -478,7 +496,11 @@ def test_retried_batch_is_deduplicated(chdb_url: str) -> None:
 
 
 def test_refuses_to_resume_on_a_recreated_topic(
-    broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+    broker: str,
+    society_name: str,
+    chdb_url: str,
+    start_sink: Callable[[dict[str, str]], SinkProcess],
+    keys: RecordKeys,
 ) -> None:
     """ClickHouse holds rows for offsets the topic now gives to other records (a broker that lost its
     topics): the sink must stop loudly, not skip the new records or deduplicate them away."""
@@ -497,7 +519,7 @@ def test_refuses_to_resume_on_a_recreated_topic(
     finally:
         client.close()
     asyncio.run(ensure_topics(broker, society_name, partitions=4, shards=2))
-    asyncio.run(produce(broker, society_name, make_events(society_name, 200, seed=5).events, 4))
+    asyncio.run(produce(keys, broker, society_name, make_events(society_name, 200, seed=5).events, 4))
 
     sink = start_sink({})
     code = sink.process.wait(timeout=120)
@@ -519,7 +541,11 @@ def _assigned_sink(
 
 
 def test_failed_inserts_are_retried_not_skipped(
-    broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+    broker: str,
+    society_name: str,
+    chdb_url: str,
+    start_sink: Callable[[dict[str, str]], SinkProcess],
+    keys: RecordKeys,
 ) -> None:
     """While ClickHouse cannot write the events table (its data directory made immutable: a real failure
     that even root hits), the sink retries the same batch, commits nothing and says it is failing in
@@ -533,7 +559,7 @@ def test_failed_inserts_are_retried_not_skipped(
     path = str((Path(chdb_url.removeprefix("chdb://")) / "data" / database / "events").resolve(strict=True))
     subprocess.run(["chattr", "+i", path], check=True)
     try:
-        asyncio.run(produce(broker, society_name, soc.events, 4))
+        asyncio.run(produce(keys, broker, society_name, soc.events, 4))
         health = wait_for(
             "failed inserts", lambda: (h := sink.health())["insert_errors"] >= 3 and h, timeout=120
         )
@@ -552,7 +578,11 @@ def test_failed_inserts_are_retried_not_skipped(
 
 
 def test_a_vanished_data_folder_is_said_at_once_and_nothing_is_lost(
-    broker: str, society_name: str, chdb_url: str, start_sink: Callable[[dict[str, str]], SinkProcess]
+    broker: str,
+    society_name: str,
+    chdb_url: str,
+    start_sink: Callable[[dict[str, str]], SinkProcess],
+    keys: RecordKeys,
 ) -> None:
     """ClickHouse's data folder moved away under the running sink: chDB would go on accepting inserts
     into files nobody finds. The sink says what happened in ``/health`` and commits nothing; with the
@@ -564,7 +594,7 @@ def test_a_vanished_data_folder_is_said_at_once_and_nothing_is_lost(
     moved = folder.with_name(folder.name + ".moved")
     folder.rename(moved)
     try:
-        asyncio.run(produce(broker, society_name, soc.events, 4))
+        asyncio.run(produce(keys, broker, society_name, soc.events, 4))
         health = wait_for("failed inserts", lambda: (h := sink.health())["failing"] and h, timeout=120)
     finally:
         moved.rename(folder)
