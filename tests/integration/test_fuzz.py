@@ -4,10 +4,11 @@ A fixed-seed corpus of more than 10,000 hostile records (random bytes, truncated
 1 MB and 10 MB records, NaN/Infinity/1e999, wrong types, unknown types, forged actors and societies,
 copies of valid events under their id with other bodies, keys or partitions, lone surrogates, NUL, huge
 integers, malformed watermarks and watermarks of unknown producers; valid posts and watermarks that are
-unsigned, signed with another key, or carry the society's signature of another record) is sent to a real stack (broker, stream
-worker, sink, chDB) interleaved with 1,000 valid events, in rounds: a round's valid events are stored
-before any hostile copy of them is sent. Byte-identical copies of valid events (redeliveries) are sent
-too; they are duplicates, neither stored again nor dead-lettered, and are not counted as hostile.
+unsigned, signed with another key, or carry the society's signature of another record) is sent to a real
+stack (broker, stream worker, sink, chDB) interleaved with 1,000 valid events, in rounds: a round's valid
+events are stored before any hostile copy of them is sent. Byte-identical copies of valid events
+(redeliveries) are sent too; they are duplicates, neither stored again nor dead-lettered, and are not
+counted as hostile.
 
 Then: every valid event is stored exactly once and nothing else is; every hostile record is dead-lettered
 once, with the code its kind calls for and a readable reason (matched record by record through the origin

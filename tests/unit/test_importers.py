@@ -10,6 +10,8 @@ import csv
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,6 +307,32 @@ def test_a_deeply_nested_file_is_an_error_not_the_machine(tmp_path: Path) -> Non
         assert "byte" in entry.errors[0].position
     assert stats_of_events(result).comments == 100
     assert grown_mib < 200
+
+
+def test_a_deeply_nested_file_over_the_in_memory_size_is_an_error_too(tmp_path: Path) -> None:
+    """A file larger than ``IN_MEMORY_MAX`` is streamed; 20 MB of nested arrays took ijson's C item
+    builder 23 GB and 3 minutes. Parsed in a child limited to 2 GiB of address space (so that a regression
+    fails here instead of taking the machine): one error naming the depth and the byte."""
+    from molt_society.importers.jsonstream import IN_MEMORY_MAX
+
+    n = IN_MEMORY_MAX // 2 + 1000
+    path = tmp_path / "deep_large.json"
+    path.write_bytes(b"[" + b"[" * n + b"]" * n + b"]")
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from molt_society.importers.jsonstream import JsonError, parts\n"
+        "try:\n"
+        "    for _ in parts(Path(sys.argv[1])): pass\n"
+        "except JsonError as exc:\n"
+        "    print('error:', exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "nests deeper than 512 levels at byte" in out.stdout, out.stdout
 
 
 def test_wrong_shape_and_not_json(tmp_path: Path) -> None:
