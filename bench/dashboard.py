@@ -136,7 +136,7 @@ def live_phase(
             clicks: list[float] = []
             began = time.time()
             topic = topic_name(society, Role.ACTIONS)
-            proc = spawn(stack.bootstrap, topic, path, Part(skip, live, rate))
+            proc = spawn(stack.bootstrap, topic, path, stack.settings.state_dir, Part(skip, live, rate))
             last_seq = 0
             while proc.poll() is None:
                 clicks.append(float(page.evaluate(CLICK)))

@@ -27,6 +27,7 @@ from rich.console import Console
 from molt_society.bench.processes import Children, RssMonitor
 from molt_society.runtime import kafka
 from molt_society.runtime.brokers import Broker, start_broker
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.events import AgentRegistered, AgentRegisteredBody, partition_key
@@ -151,7 +152,7 @@ class Harness:
             occurred_at=at,
             body=AgentRegisteredBody(name="bench probe"),
         )
-        producer = kafka.producer(self.bootstrap, "control")
+        producer = kafka.producer(self.bootstrap, "control", keys=RecordKeys(self.state_dir))
         await producer.start()
         try:
             await producer.send_and_wait(

@@ -48,7 +48,7 @@ def load(stack: LocalStack, records: Path, want: int, part: Part = WHOLE) -> tup
     stack.start(agents=False)
     url = stack.sink_url(timeout=120)
     began = time.time()
-    proc = spawn(stack.bootstrap, topic_name(society, Role.ACTIONS), records, part)
+    proc = spawn(stack.bootstrap, topic_name(society, Role.ACTIONS), records, stack.settings.state_dir, part)
     while (n := count(url, society)) < want:
         if proc.poll() not in (None, 0) or stack.dead_children():
             raise RuntimeError(f"loading failed; see {stack.run_dir}")

@@ -70,6 +70,7 @@ from molt_society.bench.profiling import py_spy_argv, summarize_profile
 from molt_society.bench.stats import percentile, tenths
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import ensure_topics
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import get_settings
 from molt_society.schemas.topics import Role, topic_name
 
@@ -186,7 +187,8 @@ class Bench(Harness):
 
     async def run_producer(self, society: str, name: str, mem_key: str) -> dict[str, Any]:
         assert self.ds is not None
-        argv = producer.command(self.bootstrap, topic_name(society, Role.ACTIONS), self.ds.files[society])
+        topic = topic_name(society, Role.ACTIONS)
+        argv = producer.command(self.bootstrap, topic, self.ds.files[society], self.state_dir)
         proc = self.children.spawn(name, argv, self.env(), stdout_pipe=True)
         self.monitor.track(mem_key, proc.pid)
         stdout = b""
@@ -541,6 +543,7 @@ class Bench(Harness):
                     last_window_us=header.last_window_us,
                     speed=None,
                     on_progress=lambda s: None,
+                    keys=RecordKeys(self.state_dir),
                 )
             )
             rows_task = asyncio.create_task(

@@ -25,6 +25,7 @@ from molt_society.bench.harness import Harness
 from molt_society.bench.pipeline_results import LatencyResult
 from molt_society.bench.stats import percentile
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 
@@ -55,7 +56,7 @@ async def latency_run(
     """Produce ``LATENCY_RATE`` events/s with wall-clock event times and a mark every 100 ms; measure.
     ``on_progress`` is told the seconds of producing done."""
     topic = topic_name(society, Role.ACTIONS)
-    producer = kafka.producer(bench.bootstrap, "actions")
+    producer = kafka.producer(bench.bootstrap, "actions", keys=RecordKeys(bench.state_dir))
     await producer.start()
     headers = kafka.WATERMARK_HEADERS
     source = latency_events(ds, society) if ds else iter(())

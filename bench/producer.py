@@ -25,6 +25,7 @@ import orjson
 
 from molt_society.bench.dataset import KIND_MARK, read_records
 from molt_society.runtime import kafka
+from molt_society.runtime.record_auth import RecordKeys
 
 MAX_IN_FLIGHT = 100_000
 
@@ -52,21 +53,26 @@ class Part:
 WHOLE = Part()
 
 
-def command(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> list[str]:
-    """The command of a producer process for ``part`` of the record file ``path``."""
+def command(bootstrap: str, topic: str, path: Path, state_dir: Path, part: Part = WHOLE) -> list[str]:
+    """The command of a producer process for ``part`` of the record file ``path``, signing with the keys
+    of the state folder ``state_dir`` (the stack's: ``runtime.record_auth``)."""
     argv = [sys.executable, "-m", "molt_society.bench.producer", "--bootstrap", bootstrap, "--topic", topic]
-    return [*argv, "--file", str(path), *part.args()]
+    return [*argv, "--file", str(path), "--state-dir", str(state_dir), *part.args()]
 
 
-def spawn(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> subprocess.Popen[bytes]:
+def spawn(
+    bootstrap: str, topic: str, path: Path, state_dir: Path, part: Part = WHOLE
+) -> subprocess.Popen[bytes]:
     """Start a producer process (its JSON line on a stdout pipe)."""
-    return subprocess.Popen(command(bootstrap, topic, path, part), stdout=subprocess.PIPE)
+    return subprocess.Popen(command(bootstrap, topic, path, state_dir, part), stdout=subprocess.PIPE)
 
 
-async def produce(bootstrap: str, topic: str, path: Path, part: Part = WHOLE) -> dict[str, Any]:
+async def produce(
+    bootstrap: str, topic: str, path: Path, state_dir: Path, part: Part = WHOLE
+) -> dict[str, Any]:
     """Produce ``part`` of the records of ``path``."""
     skip, limit, rate = part.skip, part.limit, part.rate
-    producer = kafka.producer(bootstrap, "bulk")
+    producer = kafka.producer(bootstrap, "bulk", keys=RecordKeys(state_dir))
     await producer.start()
     headers = kafka.WATERMARK_HEADERS
     pending: deque[Awaitable[Any]] = deque()
@@ -111,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--file", required=True, type=Path)
+    parser.add_argument("--state-dir", required=True, type=Path, help="the stack's state folder (its keys)")
     parser.add_argument("--skip", type=int, default=0, help="events to skip at the start of the file")
     parser.add_argument("--limit", type=int, default=None, help="events to produce at most")
     parser.add_argument("--rate", type=float, default=None, help="events per second (default: max)")
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         part = Part(args.skip, args.limit, args.rate)
-        result = runner.run(produce(args.bootstrap, args.topic, args.file, part))
+        result = runner.run(produce(args.bootstrap, args.topic, args.file, args.state_dir, part))
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
     return 0
 

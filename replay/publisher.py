@@ -63,7 +63,7 @@ async def publish(
     speed: float | None = None,
     on_progress: Callable[[PublishStats], None] = lambda s: None,
     handoff: tuple[list[str], int, int] | None = None,
-    keys: RecordKeys | None = None,
+    keys: RecordKeys,
 ) -> PublishStats:
     """Publish ``events`` (sorted by event time) and the watermarks; ``speed`` None = as fast as possible.
 

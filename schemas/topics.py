@@ -63,7 +63,7 @@ TOPIC_SPECS: tuple[TopicSpec, ...] = (
         Role.ACTIONS,
         "thread (post id) for post/comment/vote; agent:<id>; submolt:<name>",
         "P (SOCIETY_PARTITIONS, default 4)",
-        "agent workers, importers/replay, any producer",
+        "agent workers, importers/replay, any producer holding the society's key (header society-sig)",
         "stream workers (validation, group society.<name>.streams)",
         "one event (JSON) per record, or a watermark control record (header society-kind=watermark)",
     ),

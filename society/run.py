@@ -423,14 +423,25 @@ def _starting_point(
     resume: bool,
     ticks: int | None,
     duration: float | None,
-) -> tuple[Settings, ForkPoint | None, int | None]:
-    """The settings, fork or resume point and ticks of a run that forks ``fork_from`` or resumes itself."""
+) -> tuple[Settings, ForkPoint | None, int | None, str | None]:
+    """The settings, fork or resume point and ticks of a run that forks ``fork_from`` or resumes itself,
+    and the society whose history it copies first (``fork_from``, or the source of a fork whose copy a
+    killed driver left unfinished: resumed, it copies again on new topics; ``sinks.resume`` skips what the
+    first copy stored)."""
     if fork_from is not None:
         settings, cfg = fork_settings(settings, fork_from, None)
-        return settings, fork_point(settings, fork_at, cfg.get("end_us")), ticks
+        return settings, fork_point(settings, fork_at, cfg.get("end_us")), ticks, fork_from
     if not resume:
-        return settings, None, ticks
+        return settings, None, ticks, None
     settings, cfg = fork_settings(settings, society, None)
+    if cfg.get("forked_from") and cfg.get("fork_copied") is False:
+        point = ForkPoint(int(cfg["fork_tick"]), int(cfg["fork_at_us"]))
+        settings = settings.model_copy(
+            update={"generation": int(cfg.get("generation") or 0) + 1, "resume_us": None}
+        )
+        if ticks is None and duration is None:
+            ticks = max(0, int(cfg.get("end_tick") or point.tick) - point.tick)
+        return settings, point, ticks, str(cfg["forked_from"])
     settings = settings.model_copy(
         update={"generation": int(cfg.get("generation") or 0), "resume_us": cfg.get("resume_us")}
     )
@@ -438,7 +449,7 @@ def _starting_point(
     settings = new_generation(settings, point)
     if ticks is None and duration is None:
         ticks = max(0, int(cfg.get("end_tick") or point.tick) - point.tick)
-    return settings, point, ticks
+    return settings, point, ticks, None
 
 
 def _replay_before(
@@ -450,8 +461,28 @@ def _replay_before(
     *,
     fork_from: str | None,
     resume: bool,
+    ticks: int | None,
 ) -> int:
-    """Rebuild a resumed society, or copy a fork's history, before the clock runs; the tick it starts at."""
+    """Rebuild a resumed society, or copy a fork's history, before the clock runs; the tick it starts at.
+
+    A fork records that its copy is under way (``fork_copied`` false, with the fork point, the topics'
+    generation and the tick it runs to) before copying, and that it is done after: a driver killed
+    in between is resumed by copying again (``_starting_point``)."""
+    if fork_from is not None and point is not None:
+        stack.sink_url()
+        fork = {"forked_from": fork_from, "fork_at_us": point.at_us, "fork_tick": point.tick}
+        until = {} if ticks is None else {"end_tick": point.tick + ticks}
+        save_config(settings, society, **fork, fork_copied=False, generation=settings.generation, **until)
+        again = " again" if resume else ""
+        console.print(
+            f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()}{again} ..."
+        )
+        copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
+        console.print(f"copied {copied:,} events; continuing live from tick {point.tick}")
+        save_config(settings, society, **fork, fork_copied=True)
+        if resume:
+            stack.journal("run.resumed", tick=point.tick, generation=settings.generation, history=copied)
+        return point.tick
     if resume and point is not None:
         stack.sink_url()
         console.print(
@@ -462,13 +493,6 @@ def _replay_before(
         save_config(settings, society, generation=settings.generation, resume_us=point.at_us)
         console.print(f"replayed {copied:,} events; continuing live from tick {point.tick}")
         stack.journal("run.resumed", tick=point.tick, generation=settings.generation, history=copied)
-        return point.tick
-    if fork_from is not None and point is not None:
-        stack.sink_url()
-        console.print(f"copying the history of {fork_from} before {from_us(point.at_us).isoformat()} ...")
-        copied = asyncio.run(copy_history(settings, stack.bootstrap, fork_from, society, point))
-        console.print(f"copied {copied:,} events; continuing live from tick {point.tick}")
-        save_config(settings, society, forked_from=fork_from, fork_at_us=point.at_us)
         return point.tick
     return 0
 
@@ -554,7 +578,7 @@ def run_society(
     stale = check_no_live_stack(settings)
     if stale is not None:
         console.print(f"[yellow]{escape(stale.describe())}[/yellow]", highlight=False)
-    settings, point, ticks = _starting_point(
+    settings, point, ticks, fork_from = _starting_point(
         settings, society, fork_from=fork_from, fork_at=fork_at, resume=resume, ticks=ticks, duration=duration
     )
     stack = LocalStack(settings, society, stream_workers=stream_workers, agent_workers=agent_workers)
@@ -574,7 +598,7 @@ def run_society(
         if dashboard:
             _announce_dashboard(stack, console)
         start_tick = _replay_before(
-            settings, stack, society, console, point, fork_from=fork_from, resume=resume
+            settings, stack, society, console, point, fork_from=fork_from, resume=resume, ticks=ticks
         )
         summary = _drive_to_end(_Drive(stack, console, signals, ticks, duration, start_tick), on_broker_lost)
     except Interrupted as exc:

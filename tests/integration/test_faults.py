@@ -566,6 +566,65 @@ def test_a_killed_driver_is_resumed_from_clickhouse_and_the_society_finishes_who
     assert_same_as_offline(run, TICKS)
 
 
+FORK_AT = 100
+
+
+def test_a_driver_killed_while_copying_a_forks_history_is_resumed_to_the_whole_fork(
+    tmp_path: Path, society_name: str
+) -> None:
+    """SIGKILL of ``society run --from`` as it copies the old society's history, then ``--resume``: the
+    copy is made again on new topics (what the first one stored is not stored twice) and the fork runs to
+    its end. With the same seed a fork continues as the old society did, so the fork holds exactly the
+    events of an uninterrupted in-process run of the seed (the history copied, then the live ticks)."""
+    base = start_run(tmp_path, f"{society_name}b", TICKS, "--no-dashboard")
+    assert base.finish() == 0, base.output[-3000:]
+    fork = start_run(
+        tmp_path,
+        society_name,
+        TICKS - FORK_AT,
+        "--from",
+        base.society,
+        "--at",
+        str(FORK_AT),
+        "--no-dashboard",
+    )
+    config = fork.state_dir / society_name / "society.json"
+    deadline = time.monotonic() + RUN_BOUND_S
+    while "copying the history" not in fork.output:
+        assert fork.proc.poll() is None, fork.output[-3000:]
+        assert time.monotonic() < deadline, fork.output[-3000:]
+        time.sleep(0.01)
+    pids = fork.all_pids()
+    os.kill(fork.proc.pid, signal.SIGKILL)
+    fork.proc.wait()
+    copied_before_kill = json.loads(config.read_text()).get("fork_copied")
+    assert "copied" not in fork.output.split("copying the history", 1)[1]  # killed before it finished
+    assert gone_within(pids, GONE_BOUND_S) == []
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--resume",
+        society_name,
+        "--no-dashboard",
+    ]
+    with open(tmp_path / "resume.out", "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=fork.env, cwd=tmp_path)
+    try:
+        rc = proc.wait(timeout=RUN_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail((tmp_path / "resume.out").read_text(errors="replace")[-5000:])
+    text = (tmp_path / "resume.out").read_text(errors="replace")
+    assert rc == 0, text[-5000:]
+    assert f"copying the history of {base.society}" in text
+    assert "again" in text
+    assert json.loads(config.read_text())["fork_copied"] is True
+    print(f"\nfork killed while copying (fork_copied={copied_before_kill}), resumed: {text.splitlines()[-1]}")
+    assert_same_as_offline(fork, TICKS)
+
+
 def test_a_role_that_keeps_dying_stops_the_run_with_a_clear_error(tmp_path: Path, society_name: str) -> None:
     run = start_run(tmp_path, society_name, LONG_TICKS, "--no-dashboard", restart_limit="2")
     run.wait_tick(KILL_AT)

@@ -16,6 +16,7 @@ from stack_helpers import make_settings, run_ticks, running_stack, sql
 from molt_society.replay.archive import read_archive
 from molt_society.replay.export import export_society
 from molt_society.replay.publisher import publish
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.society.drive import wait_drained
 
 pytestmark = pytest.mark.integration
@@ -56,6 +57,7 @@ def test_run_export_replay_gives_identical_events_and_metrics(broker: str, tmp_p
                 window_seconds=header.window_seconds or settings.window_seconds,
                 origin_us=header.origin_us,
                 last_window_us=header.last_window_us,
+                keys=RecordKeys(settings.state_dir),
             )
         )
         assert header.last_window_us is not None
@@ -148,7 +150,14 @@ def test_replaying_the_same_archive_twice_gives_identical_tables(broker: str, tm
         with running_stack(settings, target, agents=False) as stack:
             _, it = read_archive(path)
             stats = asyncio.run(
-                publish(it, bootstrap=stack.bootstrap, society=target, partitions=4, window_seconds=3600)
+                publish(
+                    it,
+                    bootstrap=stack.bootstrap,
+                    society=target,
+                    partitions=4,
+                    window_seconds=3600,
+                    keys=RecordKeys(settings.state_dir),
+                )
             )
             assert stats.last_us is not None
             asyncio.run(wait_drained(target, stats.last_us - stats.last_us % 3_600_000_000, stack))
