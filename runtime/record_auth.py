@@ -20,7 +20,6 @@ replaced): whoever can read it is one of the stack's producers. An outside produ
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import os
 import secrets
@@ -126,8 +125,7 @@ class RecordKeys:
         if parts is None:
             return None
         society, role = parts
-        mac = hmac.new(self.key(society), signed_message(role, key, value, headers), hashlib.sha256)
-        return mac.hexdigest().encode()
+        return hmac.digest(self.key(society), signed_message(role, key, value, headers), "sha256")
 
     def headers(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None = None
