@@ -27,6 +27,7 @@ from molt_society.agents.brain import FeedView
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
@@ -57,12 +58,14 @@ class FeedCache:
         *,
         as_of_tick: bool = False,
         stall_s: float = STALL_S,
+        keys: RecordKeys | None = None,
     ) -> None:
         """``as_of_tick``: hold back every update of a tick later than the newest one ``view(tick)`` asked
         for, so that the view is the feed as of that tick even when the log already holds later ticks (an
         agent worker restarted in the middle of a tick redoes it on the same feed as the first time)."""
         self.bootstrap = bootstrap
         self.society = society
+        self.keys = keys  # with keys, records the stream workers did not sign are skipped (logged)
         self.fetch_wait_ms = fetch_wait_ms
         self.stall_s = stall_s
         self.topic = topic_name(society, Role.FEEDS)
@@ -210,6 +213,10 @@ class FeedCache:
             self._received_at = time.monotonic()
             for tp, records in batch.items():
                 for rec in records:
+                    forged = self.keys.problem(rec) if self.keys is not None else None
+                    if forged is not None:  # a forged feed could pass the barrier or feed the agents
+                        log.warning("feeds.forged", partition=rec.partition, offset=rec.offset, reason=forged)
+                        continue
                     self.receive(control.loads(rec.value))
                 self._next[tp.partition] = records[-1].offset + 1
             if len(self.ticks) == self.partitions:

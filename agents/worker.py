@@ -87,6 +87,7 @@ class AgentWorker:
         self, settings: Settings, bootstrap: str, society: str, brains: Sequence[Brain] | None = None
     ):
         self.s = settings
+        self.keys = RecordKeys(settings.state_dir)  # signs the actions, checks the ticks and the feeds
         self.bootstrap = bootstrap
         self.society = society
         behaviour = load_behaviour(settings.behaviour_file)
@@ -138,7 +139,7 @@ class AgentWorker:
             await self._run(stop)
 
     async def _run(self, stop: asyncio.Event) -> None:
-        producer = kafka.producer(self.bootstrap, "actions", keys=RecordKeys(self.s.state_dir))
+        producer = kafka.producer(self.bootstrap, "actions", keys=self.keys)
         await producer.start()
         consumer = kafka.consumer(
             self.bootstrap,
@@ -155,7 +156,13 @@ class AgentWorker:
         consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=listener)
         partitions = await partition_count(self.bootstrap, self.t_actions)
         feeds = FeedCache(
-            self.bootstrap, self.society, partitions, self.s.feed_size, self.s.poll_ms, as_of_tick=True
+            self.bootstrap,
+            self.society,
+            partitions,
+            self.s.feed_size,
+            self.s.poll_ms,
+            as_of_tick=True,
+            keys=self.keys,
         )
         await feeds.start()
         log.info(
@@ -207,7 +214,7 @@ class AgentWorker:
         while not stop.is_set():
             batch = await work.get()
             _take_queued(batch, work)
-            pending = _ticks_of(batch)
+            pending = _ticks_of(batch, keys=self.keys)
             acted: set[tuple[int, int]] = set()  # (shard, tick) of this batch acted on
             futures: list[Awaitable[Any]] = []
             while pending:
@@ -215,7 +222,7 @@ class AgentWorker:
                 if self._waits_for_feed(pending[0]) and feeds.complete_tick < t - 1:
                     if await self._feed_or_fetch(feeds, t - 1, work, stop):
                         _take_queued(batch, work)
-                        pending = _ticks_of(batch, after=acted)
+                        pending = _ticks_of(batch, after=acted, keys=self.keys)
                     if stop.is_set():
                         return  # not committed: the next owner acts on these ticks again
                     continue
@@ -397,6 +404,13 @@ class AgentWorker:
 Batch = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
 
 
+def _own_tick(rec: ConsumerRecord[bytes, bytes], keys: RecordKeys | None) -> bool:
+    forged = keys.problem(rec) if keys is not None else None
+    if forged is not None:
+        log.warning("agents.forged_tick", partition=rec.partition, offset=rec.offset, reason=forged)
+    return forged is None
+
+
 def _take_queued(batch: Batch, work: asyncio.Queue[Batch]) -> None:
     """Add every fetch queued in ``work`` to ``batch`` (their partitions are paused until it is committed,
     so no partition comes twice)."""
@@ -405,10 +419,15 @@ def _take_queued(batch: Batch, work: asyncio.Queue[Batch]) -> None:
             batch.setdefault(tp, []).extend(records)
 
 
-def _ticks_of(batch: Batch, after: Collection[tuple[int, int]] = ()) -> list[control.Tick]:
+def _ticks_of(
+    batch: Batch, after: Collection[tuple[int, int]] = (), keys: RecordKeys | None = None
+) -> list[control.Tick]:
     """The tick records of ``batch`` in (tick, shard) order, without those already acted on (``after``:
-    (shard, tick) pairs)."""
-    ticks = (control.loads(rec.value) for records in batch.values() for rec in records)
+    (shard, tick) pairs); with ``keys``, without any the society's clock did not sign (a forged tick would
+    make the agents act out of turn; it is logged and skipped)."""
+    ticks = (
+        control.loads(rec.value) for records in batch.values() for rec in records if _own_tick(rec, keys)
+    )
     return sorted(
         (k for k in ticks if (k["shard"], k["tick"]) not in after), key=lambda k: (k["tick"], k["shard"])
     )

@@ -20,6 +20,7 @@ from molt_society.agents.clock import Clock
 from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
@@ -63,7 +64,14 @@ async def drive_clock(
 ) -> tuple[int, int]:
     """Run the clock against running workers until every window is closed; return (ticks, end_us)."""
     partitions = await partition_count(bootstrap, topic_name(society, Role.ACTIONS))
-    feeds = FeedCache(bootstrap, society, partitions, settings.feed_size, settings.poll_ms)
+    feeds = FeedCache(
+        bootstrap,
+        society,
+        partitions,
+        settings.feed_size,
+        settings.poll_ms,
+        keys=RecordKeys(settings.state_dir),
+    )
     await feeds.start()
     try:
         clock = Clock(settings, bootstrap, society, feeds)

@@ -30,6 +30,7 @@ from molt_society.agents.feed_cache import FeedCache
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.preflight import check_writable
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import (
     LoopWatch,
@@ -81,7 +82,12 @@ class _Driver:
         self.journal = stack.journal
         self.supervisor = Supervisor(stack, say=self.say)
         self.feeds = FeedCache(
-            stack.bootstrap, society, settings.partitions, settings.feed_size, settings.poll_ms
+            stack.bootstrap,
+            society,
+            settings.partitions,
+            settings.feed_size,
+            settings.poll_ms,
+            keys=RecordKeys(settings.state_dir),
         )
         self.clock = Clock(
             settings, stack.bootstrap, society, self.feeds, on_wait=lambda w: None

@@ -9,7 +9,10 @@ key (``runtime.record_auth``). Tried here, on a running society:
   hundreds of thousands of windows and stall the barrier);
 - on the events topic, after the run: a stored post's record with another title (it used to replace the
   stored row), the same signed with another key, an event dated 0001-01-01;
-- on the metrics topic: a stored metric's window with another value.
+- on the metrics topic: a stored metric's window with another value;
+- on the ticks and feeds topics (the agents' and the clock's inputs), before the first tick: garbage, a
+  tick 5 of shard 0, and a feed of tick 1,000,000 on every partition (it would let the clock's barrier
+  pass every tick at once). These are skipped with a warning, not dead-lettered.
 
 Expected values come from an independent computation: the same seed run in one process without Kafka
 (``agents.offline``) gives every event the society must store, with its contents.
@@ -32,6 +35,7 @@ from molt_society.schemas import control
 from molt_society.schemas import events as E
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import event_to_dict
+from molt_society.streams.feed_updates import FeedPublisher
 
 pytestmark = pytest.mark.integration
 TICKS = 24
@@ -82,6 +86,26 @@ def test_records_from_outside_are_dead_lettered_and_the_society_is_its_seed(
     origin = control.to_us(datetime.fromisoformat(settings.sim_start))
     mark = control.dumps(control.watermark("replay", ["replay"], origin + 10**12, -1, origin))
     kind = [("society-kind", b"watermark")]
+    ticks_topic, feeds_topic = topic_name(s, Role.TICKS), topic_name(s, Role.FEEDS)
+    future_tick = {"tick": 5, "shard": 0, "sim_time_us": origin, "origin_us": origin, "final": False}
+    item = {
+        "post_id": "forged",
+        "author": "a1",
+        "submolt": "general",
+        "title": "forged",
+        "created_us": origin,
+    }
+    item.update(score=1, comments=0, hot=1.0, recent=[])
+    far_feed = [
+        FeedPublisher().update({"general": {"new": [item], "hot": [item]}}, 10**6, q, 0)
+        for q in range(PARTITIONS)
+    ]
+    unstored = [  # the agents' and the clock's inputs: skipped (logged), never dead-lettered
+        (ticks_topic, b"0", b"not a tick", [], 0),
+        (ticks_topic, b"0", control.dumps({**future_tick, "wall_time": 0.0}), [], 0),
+        *[(feeds_topic, str(q).encode(), b"{not json", [], q) for q in range(PARTITIONS)],
+        *[(feeds_topic, str(q).encode(), control.dumps(u), [], q) for q, u in enumerate(far_feed)],
+    ]
     before_run: list[Outside] = [
         (actions, fkey, pwned, [], None),
         (actions, fkey, pwned, other.headers(actions, fkey, pwned), None),
@@ -89,7 +113,7 @@ def test_records_from_outside_are_dead_lettered_and_the_society_is_its_seed(
         *[(actions, None, mark, kind, q) for q in range(PARTITIONS)],
     ]
     with running_stack(settings, s) as stack:
-        asyncio.run(_send(stack.bootstrap, before_run))
+        asyncio.run(_send(stack.bootstrap, [*unstored, *before_run]))
         run_ticks(stack, TICKS)  # a forged watermark used to stall this at the first barrier
         stored_post = sql(
             stack,
@@ -162,3 +186,6 @@ def test_records_from_outside_are_dead_lettered_and_the_society_is_its_seed(
     assert raw_titles == [[0]]  # not even an unmerged row
     assert values == [[0]]
     assert not any(r[2] == "moderator" for r in stored)
+    logs = "".join(p.read_text(errors="replace") for p in (settings.state_dir / s).glob("*.log"))
+    assert logs.count('"agents.forged_tick"') >= 2
+    assert logs.count('"feeds.forged"') >= 2 * PARTITIONS

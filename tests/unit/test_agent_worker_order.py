@@ -10,27 +10,40 @@ the real path runs in ``tests/integration/test_kafka_cluster.py``.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiokafka import TopicPartition
 
 from molt_society.agents.worker import AgentWorker
+from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 
 BOUND_S = 10.0  # a deadlock fails the test instead of hanging it
 
 
+TICKS_TOPIC = "society.s.ticks"
+KEYS = RecordKeys(Path(tempfile.mkdtemp(prefix="worker-order-")))  # the state folder of the tests' worker
+
+
 @dataclass
 class Record:
     value: bytes
     offset: int
+    partition: int = 0
+    topic: str = TICKS_TOPIC
+    key: bytes | None = None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
-def _tick(shard: int, tick: int) -> Record:
+def _tick(shard: int, tick: int, signed: bool = True) -> Record:
     body = {"tick": tick, "shard": shard, "sim_time_us": 0, "origin_us": 0, "final": False, "wall_time": 0.0}
-    return Record(control.dumps(body), tick)
+    value = control.dumps(body)
+    headers = KEYS.headers(TICKS_TOPIC, None, value) if signed else []
+    return Record(value, tick, shard, headers=headers)
 
 
 class Feeds:
@@ -75,7 +88,8 @@ class Consumer:
 
 
 def test_ticks_of_separate_fetches_are_acted_on_in_tick_order() -> None:
-    worker = AgentWorker(Settings(agents=20, shards=4, kafka_bootstrap="127.0.0.1:9"), "127.0.0.1:9", "s")
+    settings = Settings(agents=20, shards=4, kafka_bootstrap="127.0.0.1:9", state_dir=KEYS.state_dir)
+    worker = AgentWorker(settings, "127.0.0.1:9", "s")
     order: list[tuple[int, int]] = []
     feeds = Feeds({1, 3})
 
@@ -97,7 +111,8 @@ def test_ticks_of_separate_fetches_are_acted_on_in_tick_order() -> None:
     async def go() -> None:
         work: asyncio.Queue[Any] = asyncio.Queue()
         stop = asyncio.Event()
-        work.put_nowait({tp1: [_tick(1, 0), _tick(1, 1), _tick(1, 2)]})  # shard 1's fetch first
+        # shard 1's fetch first, with a forged tick (unsigned) that must not be acted on
+        work.put_nowait({tp1: [_tick(1, 0), _tick(1, 1), _tick(1, 9, signed=False), _tick(1, 2)]})
         acting = asyncio.create_task(worker._act(work, consumer, None, feeds, 4, stop))  # type: ignore[arg-type]
         await asyncio.sleep(0.3)  # shard 1's tick 1 waits for a feed that needs shard 3's tick 0
         work.put_nowait({tp3: [_tick(3, 0), _tick(3, 1), _tick(3, 2)]})  # shard 3's fetch, later
