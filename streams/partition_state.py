@@ -756,8 +756,14 @@ class PartitionState:
 
     def feed_update(self, tick: int) -> FeedUpdate:
         """The feeds record of ``tick``: what changed since the previous one (``streams.feed_updates``)."""
-        snap = self.feed_snapshot(tick)
-        return self._feed_publisher.update(snap["submolts"], tick, self.partition, snap["watermark_us"])
+        return self.feed_update_of(self.feed_snapshot(tick))
+
+    def feed_update_of(self, snap: FeedSnapshot) -> FeedUpdate:
+        """The feeds record of a feed taken earlier (``feed_snapshot``): a rebuild takes the feed at the
+        last mark, as the live worker published it, before applying the events after that mark."""
+        return self._feed_publisher.update(
+            snap["submolts"], snap["tick"], self.partition, snap["watermark_us"]
+        )
 
     def _refresh_feed(self, submolt: str) -> None:
         window = self.submolt_posts.get(submolt)

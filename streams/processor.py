@@ -284,6 +284,7 @@ class ActionProcessor:
             events = self._own(snapshots.records(reader, te, events_from, e_end)).__aiter__()
             ev = await anext(events, None)
             replayed = marks = 0
+            at_mark: control.FeedSnapshot | None = None  # the feed the live worker published at the last mark
             async for m in self._own(snapshots.records(reader, tm, marks_from, m_end)):
                 at = mark_events_offset(m.headers)
                 while ev is not None and ev.offset < at:
@@ -297,13 +298,21 @@ class ActionProcessor:
                     continue
                 for p in applied.partials:  # re-emitted; the aggregator ignores windows it has done
                     pending.append(await self._send_partial(p))
+                if applied.tick is not None:
+                    at_mark = state.feed_snapshot(applied.tick)
             while ev is not None:
                 state.accept_action(ev.value, now_us=REPLAY_NOW_US, key=ev.key)
                 replayed += 1
                 ev = await anext(events, None)
         finally:
             await reader.stop()
-        if state.last_feed_tick >= 0:
+        # The feed of the last tick again, for readers that missed it: as it was at its mark. Events after
+        # the mark (a next tick's, accepted before a crash) are not in it: an agent worker redoing that
+        # tick must see the feed the first one saw (seen after a broker SIGKILL: a tick redone on a feed
+        # holding its own first run's comments). Without a mark after the snapshot, the snapshot's feed.
+        if at_mark is not None:
+            pending.append(await self._send_feed(state, at_mark["tick"], at_mark))
+        elif state.last_feed_tick >= 0:
             pending.append(await self._send_feed(state, state.last_feed_tick))
         if pending:
             await asyncio.gather(*pending)
@@ -411,9 +420,12 @@ class ActionProcessor:
         )
         return fut
 
-    async def _send_feed(self, state: PartitionState, tick: int) -> Awaitable[Any]:
+    async def _send_feed(
+        self, state: PartitionState, tick: int, taken: control.FeedSnapshot | None = None
+    ) -> Awaitable[Any]:
+        """Send the feed of ``tick`` (the state's now, or the feed ``taken`` earlier)."""
         assert self.producer is not None
-        snap = state.feed_update(tick)
+        snap = state.feed_update(tick) if taken is None else state.feed_update_of(taken)
         fut: Awaitable[Any] = await self.producer.send(
             self.t_feeds, control.dumps(snap), key=str(state.partition).encode(), partition=state.partition
         )
