@@ -515,6 +515,7 @@ class Supervisor:
     PROBE_TIMEOUT_S = 2.0
     HEARTBEAT_S = 2.0
     MAX_BACKOFF_S = 10.0
+    RENEW_KILL_S = 15.0  # a process told to renew its clients that has not exited by then is killed
 
     def __init__(self, stack: LocalStack, say: Callable[[str, str], None] | None = None) -> None:
         s = stack.settings
@@ -531,6 +532,7 @@ class Supervisor:
         self.broker_silent_since: float | None = None
         self._stall_said = False
         self._renew_after: float | None = None  # a restarted Kafka: renew the clients once it answers
+        self._renewing: dict[int, float] = {}  # pid -> when it is killed if it has not exited
 
     async def run(self) -> None:
         self.stack.supervised = True
@@ -613,6 +615,7 @@ class Supervisor:
             if child.role in ("sinks", "streams", "agents") and child.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     child.process.terminate()
+                self._renewing[child.process.pid] = time.monotonic() + self.RENEW_KILL_S
                 renewed.append(f"{child.label} (pid {child.process.pid})")
         self.stack.journal("broker.clients_renewed", processes=renewed)
         if renewed:
@@ -658,12 +661,40 @@ class Supervisor:
 
     # ---------------------------------------------------------------------------------- the children
     def _check_children(self) -> None:
+        self._kill_stuck_renewals()
         for child in list(self.stack.children):
             if child.role not in SUPERVISED or child.process.pid in self.down:
                 continue
             code = child.process.poll()
             if code is not None:
                 self._on_exit(child, code)
+
+    def _kill_stuck_renewals(self) -> None:
+        """SIGKILL a process told to renew its clients (``_renew_clients``) that is still stopping after
+        ``RENEW_KILL_S``: its stop can wait for ever on a group coordinator of the old broker (seen: a
+        stream worker in aiokafka's ``GroupCoordinator.close`` for 4 minutes, the barrier waiting on it)."""
+        if not self._renewing:
+            return
+        now = time.monotonic()
+        for child in self.stack.children:
+            pid = child.process.pid
+            deadline = self._renewing.get(pid)
+            if deadline is None:
+                continue
+            if child.process.poll() is not None:
+                self._renewing.pop(pid)
+            elif now > deadline:
+                self._renewing.pop(pid)
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.kill()
+                self.stack.journal("broker.renew_killed", level="warning", role=child.role, pid=pid)
+                self.say(
+                    "warning",
+                    f"{child.label} (pid {pid}) did not stop within {self.RENEW_KILL_S:.0f} s; killed",
+                )
+        live = {c.process.pid for c in self.stack.children}
+        for pid in [p for p in self._renewing if p not in live]:
+            self._renewing.pop(pid)
 
     def window_for(self, role: str) -> float:
         """The window of ``restart_limit``. A sink whose inserts fail exits after ``sink_fail_seconds``
