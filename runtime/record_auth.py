@@ -125,7 +125,10 @@ class RecordKeys:
         if parts is None:
             return None
         society, role = parts
-        return hmac.digest(self.key(society), signed_message(role, key, value, headers), "sha256")
+        # hex: a header value outside clients can print (kcat -J writes header values into its JSON)
+        return (
+            hmac.digest(self.key(society), signed_message(role, key, value, headers), "sha256").hex().encode()
+        )
 
     def headers(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None = None
