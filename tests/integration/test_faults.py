@@ -522,6 +522,31 @@ def test_a_killed_apache_kafka_is_restarted_on_its_log_and_the_run_finishes_whol
     assert_same_as_offline(run, TICKS)
 
 
+def resume(run: Run) -> tuple[Run, str]:
+    """``society run --resume NAME`` of a killed run, to its end (exit 0 asserted): the resumed run and
+    what it printed."""
+    argv = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "run",
+        "--resume",
+        run.society,
+        "--no-dashboard",
+    ]
+    with open(run.root / "resume.out", "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=run.env, cwd=run.root)
+    resumed = Run(run.root, run.society, proc, run.env)
+    try:
+        rc = proc.wait(timeout=RUN_BOUND_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail((run.root / "resume.out").read_text(errors="replace")[-5000:])
+    text = (run.root / "resume.out").read_text(errors="replace")
+    assert rc == 0, text[-5000:]
+    return resumed, text
+
+
 def test_a_killed_driver_is_resumed_from_clickhouse_and_the_society_finishes_whole(
     tmp_path: Path, society_name: str
 ) -> None:
@@ -536,25 +561,7 @@ def test_a_killed_driver_is_resumed_from_clickhouse_and_the_society_finishes_who
     os.kill(run.proc.pid, signal.SIGKILL)
     run.proc.wait()
     assert gone_within(pids, GONE_BOUND_S) == []
-    argv = [
-        sys.executable,
-        "-m",
-        "molt_society.society.cli",
-        "run",
-        "--resume",
-        society_name,
-        "--no-dashboard",
-    ]
-    with open(tmp_path / "resume.out", "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=run.env, cwd=tmp_path)
-    resumed = Run(tmp_path, society_name, proc, run.env)
-    try:
-        rc = proc.wait(timeout=RUN_BOUND_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail((tmp_path / "resume.out").read_text(errors="replace")[-5000:])
-    text = (tmp_path / "resume.out").read_text(errors="replace")
-    assert rc == 0, text[-5000:]
+    resumed, text = resume(run)
     assert "rebuilding" in text
     resumed_at = resumed.journal("run.resumed")
     assert len(resumed_at) == 1
@@ -600,24 +607,7 @@ def test_a_driver_killed_while_copying_a_forks_history_is_resumed_to_the_whole_f
     copied_before_kill = json.loads(config.read_text()).get("fork_copied")
     assert "copied" not in fork.output.split("copying the history", 1)[1]  # killed before it finished
     assert gone_within(pids, GONE_BOUND_S) == []
-    argv = [
-        sys.executable,
-        "-m",
-        "molt_society.society.cli",
-        "run",
-        "--resume",
-        society_name,
-        "--no-dashboard",
-    ]
-    with open(tmp_path / "resume.out", "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=fork.env, cwd=tmp_path)
-    try:
-        rc = proc.wait(timeout=RUN_BOUND_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail((tmp_path / "resume.out").read_text(errors="replace")[-5000:])
-    text = (tmp_path / "resume.out").read_text(errors="replace")
-    assert rc == 0, text[-5000:]
+    _, text = resume(fork)
     assert f"copying the history of {base.society}" in text
     assert "again" in text
     assert json.loads(config.read_text())["fork_copied"] is True
