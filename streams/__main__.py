@@ -2,7 +2,8 @@
 stopped.
 
 Exits 0 after SIGTERM/SIGINT (Faust's worker handles them; the kernel sends SIGTERM when the driver dies);
-a crash of the worker is logged as ``streams.failed`` with the error (the supervisor shows that line) and
+``STALL_EXIT`` (75) when its aggregate watch stopped it as stalled (``aggregate.stalled`` says why); a
+crash of the worker is logged as ``streams.failed`` with the error (the supervisor shows that line) and
 exits non-zero.
 """
 
@@ -17,7 +18,7 @@ import faust
 from molt_society.runtime.logs import get_logger, tune_gc
 from molt_society.runtime.stack_dump import task_stacks
 from molt_society.runtime.worker_args import worker_args
-from molt_society.streams.app import ProcessorService, create_app
+from molt_society.streams.app import STALL_EXIT, STALL_STOP, ProcessorService, create_app
 
 
 class StreamWorker(faust.Worker):
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
+        if STALL_STOP.is_set():  # stopped itself as stalled (aggregate.stalled logged): not a clean stop
+            return STALL_EXIT
         if exc.code not in (None, 0):
             get_logger("streams").error("streams.failed", error=f"the Faust worker exited with {exc.code!r}")
         raise

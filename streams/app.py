@@ -61,6 +61,7 @@ AGGREGATE_STALL_S = 60.0
 STALL_EXIT = 75  # EX_TEMPFAIL: the stack restarts the worker
 END_OFFSET_TIMEOUT_S = 10.0
 STOP_GRACE_S = 20.0
+STALL_STOP = threading.Event()  # set once the aggregate watch stopped this worker as stalled
 
 
 class AckedTable(faust.Table[str, bytes]):
@@ -162,6 +163,7 @@ class Aggregator:
         self.partials_tp = TP(topic_name(society, Role.PARTIALS), 0)
         self.busy_since: float | None = None  # when the agent took the partial it is on
         self.taken = -1  # the offset of the newest partial the agent took
+        self.group = kafka.group_id(society, "aggregate")  # the app's consumer group (create_app)
         self.lag_since: float | None = None
 
     def load_memory(self) -> InfluenceMemory:
@@ -234,17 +236,22 @@ class Aggregator:
         # recovery holds up too
         if self.ends is None:
             self.ends = LagReader(self.bootstrap, self.society, timeout=END_OFFSET_TIMEOUT_S)
+        tp = TopicPartition(self.partials_tp.topic, 0)
         try:
-            asked = self.ends.highwaters([self.partials_tp.topic])
-            ends = await asyncio.wait_for(asked, END_OFFSET_TIMEOUT_S)
-            end = ends.get(TopicPartition(self.partials_tp.topic, 0))
+            ends = await asyncio.wait_for(self.ends.highwaters([tp.topic]), END_OFFSET_TIMEOUT_S)
+            end = ends.get(tp)
+            done = await asyncio.wait_for(self.ends.committed(self.group, [tp]), END_OFFSET_TIMEOUT_S)
         except Exception:  # a broker slow or away: the agent waits for it, as everything does
             reader, self.ends = self.ends, None
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(reader.close(), END_OFFSET_TIMEOUT_S)
             self.lag_since = None
             return None
-        if self.busy_since is not None or end is None or end <= self.taken + 1:
+        # what is not taken starts after the newest partial taken or the group's committed offset,
+        # whichever is later: a restarted worker has taken nothing and has nothing to take when its group
+        # committed every partial (seen: such a worker stopped as stalled 60 s after a restart, CI stop 38)
+        next_up = max(self.taken + 1, done.get(tp) or 0)
+        if self.busy_since is not None or end is None or end <= next_up:
             self.lag_since = None
         elif self.lag_since is None:
             self.lag_since = time.monotonic()
@@ -280,6 +287,7 @@ class Aggregator:
         out, and that eviction's rebalance is what lost Faust's fetched partials again in the next one);
         ``os._exit(STALL_EXIT)`` after ``STOP_GRACE_S`` if the stop itself hangs. Nothing committed is lost
         either way; the rest is replayed."""
+        STALL_STOP.set()  # streams.__main__ exits with STALL_EXIT after the orderly stop too
         timer = threading.Timer(STOP_GRACE_S, os._exit, args=(STALL_EXIT,))
         timer.daemon = True
         timer.start()

@@ -299,7 +299,8 @@ def _kill_child_and_finish(tmp: Path, society: str, role: str) -> Run:
     rc = run.finish()
     assert rc == 0, run.output[-5000:]
     exited = run.journal("stack.child_exited")
-    assert [(e["role"], e["pid"], e["status"]) for e in exited] == [(role, victim, "was killed by SIGKILL")]
+    said = [(e["role"], e["pid"], e["status"]) for e in exited]
+    assert said == [(role, victim, "was killed by SIGKILL")], [(e["status"], e.get("error")) for e in exited]
     assert restarted["previous_pid"] == victim
     assert restarted["pid"] != victim
     assert run.journal("stack.child_ready"), "the restarted process never worked"

@@ -21,7 +21,9 @@ class Exited(Exception):
     pass
 
 
-def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> Aggregator:
+def _aggregator(
+    highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: list[float], committed: int | None = None
+) -> Aggregator:
     agg = Aggregator.__new__(Aggregator)
 
     class Ends:  # stands in for runtime.lag.LagReader: the watch asks it the topic's end offset only
@@ -33,11 +35,15 @@ def _aggregator(highwater: int | None, monkeypatch: pytest.MonkeyPatch, clock: l
                 raise TimeoutError("the broker did not answer")
             return {TopicPartition(t, 0): highwater for t in topics}
 
+        async def committed(self, group: str, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+            assert group == "society.s.aggregate"
+            return {tp: committed for tp in tps}
+
         async def close(self) -> None:
             pass
 
     monkeypatch.setattr(app_mod, "LagReader", Ends)
-    agg.bootstrap, agg.society, agg.ends = "127.0.0.1:1", "s", None
+    agg.bootstrap, agg.society, agg.ends, agg.group = "127.0.0.1:1", "s", None, "society.s.aggregate"
     agg.partials_tp = TP("society.s.partials", 0)
     agg.busy_since, agg.taken, agg.lag_since = None, -1, None
 
@@ -101,5 +107,24 @@ def test_on_one_partial_for_the_limit_exits(monkeypatch: pytest.MonkeyPatch) -> 
     clock[0] += AGGREGATE_STALL_S - 1
     _check(agg)
     clock[0] += 2
+    with pytest.raises(Exited):
+        _check(agg)
+
+
+def test_a_restarted_worker_idle_with_all_committed_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted worker has taken nothing (``taken`` -1); its group committed all 56 partials: nothing
+    is left for it, however long the next window takes."""
+    clock = [1000.0]
+    agg = _aggregator(56, monkeypatch, clock, committed=56)
+    for _ in range(3):
+        _check(agg)
+        clock[0] += AGGREGATE_STALL_S
+
+
+def test_a_restarted_worker_that_takes_nothing_committed_after_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    agg = _aggregator(56, monkeypatch, clock, committed=50)  # partials 50-55 wait and are not taken
+    _check(agg)
+    clock[0] += AGGREGATE_STALL_S + 1
     with pytest.raises(Exited):
         _check(agg)
