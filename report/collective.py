@@ -1,19 +1,23 @@
 """Collective layer: influence per window (PageRank shares, top-k churn, super-nodes and their
 persistence), and the agreement of these batch figures with the streaming metrics of the pipeline.
 
-Windows are the streaming processor's: epoch-aligned, of the length the society's ``metrics`` rows show
-(``SOCIETY_WINDOW_SECONDS`` when the society has none, e.g. an imported crawl: then one UTC day, as in the
-socialization study). Every window from the one of the society's first event to the one of its last is
-visited, empty ones included, exactly as the stream processor closes them, so the churn and persistence
-of window w compare it with window w-1 in both computations. The per-window graph is the
-``interaction_edges`` view restricted to comments made in the window; PageRank, top-k and super-nodes are
-``streams.pagerank``'s, the functions the stream processor uses.
+The study's windows: one UTC day, as the socialization study analysed "daily interaction graphs" (its
+"top-1-3 share drops rapidly" shows at that resolution only). Keys ``collective.*`` are per day; when the
+society's streaming metrics use another window (``SOCIETY_WINDOW_SECONDS``, e.g. hourly on a replayed
+crawl), the same means over those windows are a labelled variant (``collective.variant_stream_window.*``).
+Every window from the one of the society's first event to the one of its last is visited, empty ones
+included, exactly as the stream processor closes them, so the churn and persistence of window w compare it
+with window w-1. The per-window graph is the ``interaction_edges`` view restricted to comments made in the
+window; PageRank, top-k and super-nodes are ``streams.pagerank``'s, the functions the stream processor
+uses. Whether the daily top-1 share falls is measured, not read off the chart: Kendall's tau of the daily
+share against the day (``collective.top1_share_trend``, with its p-value), and the first and last day's
+shares.
 
 Leaders are taken from the whole observation period, as the socialization study identifies its influential
 accounts over its whole crawl: PageRank on the interaction graph of every comment of the period (edge
 weight = comments), top k by rank (ties by agent id). The shared-memory probe scores its answers against
 the same leaders (``probes.shared_memory``), computed from the record before the probes were posted. The
-newest window's top k is shown only as a labelled variant (its overlap with the whole-period leaders).
+newest day's top k is shown only as a labelled variant (its overlap with the whole-period leaders).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
@@ -106,19 +111,65 @@ def influence_per_window(
 
 
 def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
-    """Window length, PageRank shares, churn and super-nodes per window, and the whole period's leaders."""
-    w_us, origin = window_us(wh, society)
+    """Per UTC day (the study's windows): PageRank shares, churn and super-nodes, their trend, the whole
+    period's leaders; the same means over the streaming windows as a labelled variant."""
     tops: dict[int, frozenset[str]] = {}
-    rows = influence_per_window(wh, society, w_us, top_k, tops)
-    out: list[Item] = [Scalar("collective.window_seconds", f"window length ({origin})", w_us / 1e6, unit="s")]
+    rows = influence_per_window(wh, society, DAY_US, top_k, tops)
+    out: list[Item] = [
+        Scalar(
+            "collective.window_seconds",
+            "window length (one UTC day: the socialization study's daily interaction graphs)",
+            DAY_US / 1e6,
+            unit="s",
+        )
+    ]
     ranked = [r for r in rows if r["nodes"]]
     if not ranked:
         return out + _no_interaction(top_k)
-    out.append(Scalar("collective.windows", "windows with an interaction graph", len(ranked)))
+    out.append(Scalar("collective.windows", "days with an interaction graph", len(ranked)))
     out += leaders_items(wh, society, tops, top_k)
     out += _window_means(ranked, top_k)
+    out += trend_items(ranked)
     out += _window_figures(rows, top_k)
+    stream_us, origin = window_us(wh, society)
+    if stream_us != DAY_US:
+        variant = [r for r in influence_per_window(wh, society, stream_us, top_k) if r["nodes"]]
+        label = f"variant: windows of {stream_us / 1e6:g} s ({origin}): "
+        out.append(Scalar(f"{STREAM_VARIANT}.window_seconds", label + "window length", stream_us / 1e6))
+        out += _window_means(variant, top_k, prefix=STREAM_VARIANT, label=label)
     return out
+
+
+STREAM_VARIANT = "collective.variant_stream_window"
+
+
+def trend_items(ranked: list[dict[str, float | int | None]]) -> list[Item]:
+    """Whether the top-1 share falls from window to window: Kendall's tau against the window's start (the
+    study: "drops rapidly"), its two-sided p-value, and the first and last window's shares."""
+    xs = [float(r["window_start_us"] or 0) for r in ranked]
+    ys = [float(r["top1"] or 0) for r in ranked]
+    out: list[Item] = [
+        Scalar(
+            "collective.top1_share_first", "top-1 PageRank share on the first day with interactions", ys[0]
+        ),
+        Scalar(
+            "collective.top1_share_last", "top-1 PageRank share on the last day with interactions", ys[-1]
+        ),
+    ]
+    label = "trend of the daily top-1 share: Kendall's tau against the day (< 0: falls)"
+    if len(set(ys)) < 2 or len(ys) < 3:
+        why = "needs at least 3 days with interactions and a share that varies"
+        return [
+            *out,
+            missing("collective.top1_share_trend", label, why),
+            missing("collective.top1_share_trend_p", "trend: two-sided p-value", why),
+        ]
+    tau, p = kendalltau(xs, ys)
+    return [
+        *out,
+        Scalar("collective.top1_share_trend", label, float(tau)),
+        Scalar("collective.top1_share_trend_p", "trend: two-sided p-value (Kendall)", float(p)),
+    ]
 
 
 def _no_interaction(top_k: int) -> list[Item]:
@@ -132,21 +183,31 @@ def _no_interaction(top_k: int) -> list[Item]:
         ("collective.super_node_persistence", "share of super-nodes still super-nodes next window"),
     ]
     keys += [
+        ("collective.top1_share_trend", "trend of the daily top-1 share: Kendall's tau against the day"),
         (
             "collective.variant_newest_window_leaders_overlap",
             f"variant: overlap of the newest window's top {top_k} with the whole period's",
-        )
+        ),
     ]
     leaders = Table("collective.leaders", LEADERS_TITLE.format(k=top_k), [], [], reason=why)
     return [*(missing(k, label, why) for k, label in keys), leaders]
 
 
-def _window_means(ranked: list[dict[str, float | int | None]], top_k: int) -> list[Item]:
-    """Means over the windows with an interaction graph: top shares, churn, super-nodes, persistence."""
+def _window_means(
+    ranked: list[dict[str, float | int | None]], top_k: int, prefix: str = "collective", label: str = ""
+) -> list[Item]:
+    """Means over the windows with an interaction graph: top shares, churn, super-nodes, persistence
+    (keys ``<prefix>.*``, labels after ``label``)."""
+    if not ranked:
+        return [
+            missing(
+                f"{prefix}.top1_share", label + "mean top-1 PageRank share", "no window has an interaction"
+            )
+        ]
     out: list[Item] = [
         Scalar(
-            f"collective.top{k}_share",
-            f"mean top-{k} PageRank share",
+            f"{prefix}.top{k}_share",
+            f"{label}mean top-{k} PageRank share",
             float(np.mean([float(r[f"top{k}"] or 0) for r in ranked])),
         )
         for k in sorted({1, 3, top_k})
@@ -154,21 +215,21 @@ def _window_means(ranked: list[dict[str, float | int | None]], top_k: int) -> li
     churn = [float(c) for r in ranked if (c := r.get("churn")) is not None]
     out.append(
         Scalar(
-            "collective.topk_churn",
-            f"mean top-{top_k} churn (1 - Jaccard) between windows",
+            f"{prefix}.topk_churn",
+            f"{label}mean top-{top_k} churn (1 - Jaccard) between windows",
             float(np.mean(churn)),
         )
         if churn
         else missing(
-            "collective.topk_churn",
-            f"mean top-{top_k} churn",
+            f"{prefix}.topk_churn",
+            f"{label}mean top-{top_k} churn",
             "needs two consecutive windows with interactions",
         )
     )
     out.append(
         Scalar(
-            "collective.super_nodes",
-            "mean super-nodes per window (PageRank > mean + 3 sd)",
+            f"{prefix}.super_nodes",
+            f"{label}mean super-nodes per window (PageRank > mean + 3 sd)",
             float(np.mean([float(r["super_nodes"] or 0) for r in ranked])),
         )
     )
@@ -176,14 +237,14 @@ def _window_means(ranked: list[dict[str, float | int | None]], top_k: int) -> li
     kept = sum(int(r["persisting"] or 0) for r in ranked if r.get("persisting") is not None)
     out.append(
         Scalar(
-            "collective.super_node_persistence",
-            "share of super-nodes still super-nodes next window",
+            f"{prefix}.super_node_persistence",
+            f"{label}share of super-nodes still super-nodes next window",
             kept / prev,
         )
         if prev
         else missing(
-            "collective.super_node_persistence",
-            "share of super-nodes persisting",
+            f"{prefix}.super_node_persistence",
+            f"{label}share of super-nodes persisting",
             "no window followed a window with super-nodes",
         )
     )

@@ -264,17 +264,15 @@ def test_feedback_progress_against_hand_loop() -> None:
     assert individual.feedback_progress({"x": flat}) == []  # no spread of feedback: nothing to adapt to
 
 
-def test_collective_layer_per_day_against_networkx(
-    stored: tuple[ClientWarehouse, list[Event], Encoder],
-) -> None:
-    wh, events, _ = stored
+def _window_pageranks(events: list[Event], bucket: Any) -> list[dict[str, float]]:
+    """networkx PageRank of each window's interaction graph, windows in order (``bucket`` of a time)."""
     author = {}
     for e in events:
         if isinstance(e, PostCreated):
             author[("p", e.body.post_id)] = e.actor
         elif isinstance(e, CommentCreated):
             author[("c", e.body.comment_id)] = e.actor
-    graphs: dict[str, nx.DiGraph] = defaultdict(nx.DiGraph)
+    graphs: dict[Any, nx.DiGraph] = defaultdict(nx.DiGraph)
     for e in events:
         if isinstance(e, CommentCreated):
             dst = (
@@ -282,17 +280,29 @@ def test_collective_layer_per_day_against_networkx(
             )
             if dst == e.actor:
                 continue
-            g = graphs[e.occurred_at.date().isoformat()]
+            g = graphs[bucket(e.occurred_at)]
             w = g.get_edge_data(e.actor, dst, {"weight": 0})["weight"]
             g.add_edge(e.actor, dst, weight=w + 1)
-    days = sorted(graphs)
+    return [
+        nx.pagerank(graphs[d], alpha=0.85, tol=1e-10, max_iter=200, weight="weight") for d in sorted(graphs)
+    ]
+
+
+def _top_share(pr: dict[str, float], k: int) -> float:
+    return sum(v for _, v in sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))[:k])
+
+
+def test_collective_layer_per_day_against_networkx(
+    stored: tuple[ClientWarehouse, list[Event], Encoder],
+) -> None:
+    wh, events, _ = stored
+    days = _window_pageranks(events, lambda t: t.date().isoformat())
     tops: dict[int, list[float]] = {1: [], 3: [], 10: []}
     sets, supers_n = [], []
-    for d in days:
-        pr = nx.pagerank(graphs[d], alpha=0.85, tol=1e-10, max_iter=200, weight="weight")
+    for pr in days:
         ranked = sorted(pr.items(), key=lambda kv: (-kv[1], kv[0]))
         for k in tops:
-            tops[k].append(sum(v for _, v in ranked[:k]))
+            tops[k].append(_top_share(pr, k))
         sets.append({n for n, _ in ranked[:10]})
         scores = np.array(list(pr.values()))
         supers_n.append(int((scores > scores.mean() + 3 * scores.std()).sum()))
@@ -304,6 +314,50 @@ def test_collective_layer_per_day_against_networkx(
         assert _value(items, f"collective.top{k}_share") == pytest.approx(np.mean(vals), abs=1e-8)
     assert _value(items, "collective.topk_churn") == pytest.approx(np.mean(churns), abs=1e-12)
     assert _value(items, "collective.super_nodes") == pytest.approx(np.mean(supers_n))
+    assert _value(items, "collective.top1_share_first") == pytest.approx(tops[1][0], abs=1e-8)
+    assert _value(items, "collective.top1_share_last") == pytest.approx(tops[1][-1], abs=1e-8)
+    assert not any(isinstance(i, Scalar) and i.key.startswith(collective.STREAM_VARIANT) for i in items)
+
+
+def test_collective_layer_keeps_days_when_the_stream_windows_are_shorter(
+    stored: tuple[ClientWarehouse, list[Event], Encoder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replayed crawl whose streaming metrics are 6-hourly: the study's figures stay per UTC day, the
+    6-hour windows are the labelled variant."""
+    wh, events, _ = stored
+    six_h = 6 * 3600 * 1_000_000
+    monkeypatch.setattr(collective, "window_us", lambda *_a: (six_h, "the society's streaming metrics"))
+    items = collective.items(wh, SOC)
+    days = _window_pageranks(events, lambda t: t.date().isoformat())
+    quarters = _window_pageranks(events, lambda t: int(t.timestamp() * 1e6) // six_h)
+    assert len(quarters) > len(days)
+    assert _value(items, "collective.window_seconds") == 86400
+    assert _value(items, "collective.top1_share") == pytest.approx(np.mean([_top_share(p, 1) for p in days]))
+    v = collective.STREAM_VARIANT
+    assert _value(items, f"{v}.window_seconds") == 6 * 3600
+    assert _value(items, f"{v}.top1_share") == pytest.approx(np.mean([_top_share(p, 1) for p in quarters]))
+    labels = [i.label for i in items if isinstance(i, Scalar) and i.key.startswith(v)]
+    assert labels
+    assert all(label.startswith("variant: windows of 21600 s") for label in labels)
+
+
+def test_the_trend_of_the_top_share_says_whether_it_falls() -> None:
+    """Kendall's tau of the share against the day, as scipy computes it on the same pairs."""
+    day = 86_400_000_000
+    falling = [0.138, 0.109, 0.066, 0.020, 0.021]  # the review's four days on a crawl, and a fifth
+    rows: list[dict[str, float | int | None]] = [
+        {"window_start_us": i * day, "top1": v} for i, v in enumerate(falling)
+    ]
+    got = {i.key: i.value for i in collective.trend_items(rows) if isinstance(i, Scalar)}
+    assert got["collective.top1_share_trend"] == pytest.approx(-0.8)  # 9 of 10 pairs fall: (1 - 9) / 10
+    assert got["collective.top1_share_first"] == 0.138
+    assert got["collective.top1_share_last"] == 0.021
+    rising = [{"window_start_us": i * day, "top1": 0.1 * i + 0.01} for i in range(4)]
+    up = {i.key: i.value for i in collective.trend_items(rising) if isinstance(i, Scalar)}
+    assert up["collective.top1_share_trend"] == pytest.approx(1.0)
+    flat = {i.key: i for i in collective.trend_items(rows[:2]) if isinstance(i, Scalar)}
+    assert flat["collective.top1_share_trend"].value is None
+    assert flat["collective.top1_share_trend"].reason
 
 
 def test_whole_report_has_no_unexplained_gap(stored: tuple[ClientWarehouse, list[Event], Encoder]) -> None:
