@@ -21,6 +21,7 @@ import structlog
 from molt_society.report import (
     cascades,
     collective,
+    comparisons,
     cooperation,
     fidelity,
     individual,
@@ -190,13 +191,17 @@ def build_report(
             for i in s.items:
                 if isinstance(i, Scalar) and i.value is None:
                     i.reason = f"the society {society!r} has no events stored. {i.reason or ''}".strip()
-    return Report(
+    report = Report(
         society=society,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         events=events,
         sections=sections,
         settings=settings,
     )
+    if only is None or "comparisons" in only:
+        report.comparisons = comparisons.compare(report.scalars())
+        report.sections.insert(0, comparisons.section(report.comparisons))
+    return report
 
 
 def _text_source(wh: Warehouse, society: str, events: int) -> TextSource | str:

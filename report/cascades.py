@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import zeta
 
+from molt_society.report import cascade_variants
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
 from molt_society.report.saturation import CoxResult, Diffusion, LogitResult, Null, Saturation, analyse
 from molt_society.report.source import Warehouse, quoted
@@ -120,6 +121,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         for k in KINDS
     ]
     out += _power_law_items(sizes, dict(total_hist))
+    out += cascade_variants.items(wh, society, dict(total_hist))
 
     adoptions = sum(s * n for s, n in total_hist.items())
     d, used = diffusion(wh, society, adoptions)
@@ -202,8 +204,35 @@ def saturation_items(sat: Saturation) -> list[Item]:
             why,
         )
     )
+    out += _null_hazard_items(sat)
     out.append(_null_table(sat))
     return out
+
+
+def _null_hazard_items(sat: Saturation) -> list[Item]:
+    """The published Cox model's hazard ratio on the permutation null (median and 95% of the shuffles):
+    the value a society without contagion gets from the same method."""
+    null = sat.cox_null
+    why = None if null else "the permutation null of the published Cox model could not be computed"
+    label = "null (adoption times shuffled within each cascade): published Cox hazard ratio"
+    return [
+        Scalar(
+            "saturation.null_cox_hazard_ratio", f"{label}, median", math.exp(null.p50) if null else None, why
+        ),
+        Scalar(
+            "saturation.null_cox_hazard_ratio_ci_low",
+            f"{label}, 2.5%",
+            math.exp(null.p2_5) if null else None,
+            why,
+        ),
+        Scalar(
+            "saturation.null_cox_hazard_ratio_ci_high",
+            f"{label}, 97.5%",
+            math.exp(null.p97_5) if null else None,
+            why,
+        ),
+        Scalar("saturation.null_shuffles", f"{label}: shuffles", null.permutations if null else None, why),
+    ]
 
 
 def _null_table(sat: Saturation) -> Table:
@@ -225,6 +254,7 @@ def _null_table(sat: Saturation) -> Table:
                     None,
                     None,
                     0,
+                    None,
                     fit if isinstance(fit, str) else "no shuffle could be fitted",
                 ]
             )
@@ -239,6 +269,7 @@ def _null_table(sat: Saturation) -> Table:
                 null.p97_5,
                 null.p_value,
                 null.permutations,
+                1 / (1 + null.permutations),
                 "",
             ]
         )
@@ -255,6 +286,7 @@ def _null_table(sat: Saturation) -> Table:
             "null 97.5%",
             "p (lower tail)",
             "shuffles",
+            "p resolution (1 / (1 + shuffles))",
             "note",
         ],
         rows,

@@ -80,12 +80,42 @@ class Section:
 
 
 @dataclass
+class ComparisonReading:
+    """One definition's value of a published quantity, with its 95% interval."""
+
+    label: str
+    value: float | None
+    ci: tuple[float, float] | None = None
+    reason: str | None = None
+
+
+@dataclass
+class Comparison:
+    """A published figure beside this society's (``report.comparisons``): the study's reading, every
+    definition's (``readings``, their range ``spread``), the null's, and the verdict with why."""
+
+    key: str
+    figure: str
+    published: float
+    published_ci: tuple[float, float] | None
+    published_source: str
+    study: ComparisonReading | None
+    readings: list[ComparisonReading]
+    spread: tuple[float, float] | None
+    null: ComparisonReading | None
+    verdict: str  # reproduced | same direction | differs | not comparable (report.verdicts)
+    why: str
+    null_flag: str | None = None  # "not distinguishable from the null"
+
+
+@dataclass
 class Report:
     society: str
     generated_at: str
     events: int
     sections: list[Section]
     settings: dict[str, Any] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)  # per published figure: its verdict
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -662,3 +662,63 @@ def test_model_fits_refuse_degenerate_tables():
     assert isinstance(saturation.published_logit(np.tile([1.0, 2.0], 10), np.tile([0.0, 1.0], 10), one), str)
     assert isinstance(cooperation.cohens_d(1, 0.5, 0.0, 5, 0.2, 0.1), str)
     assert isinstance(cooperation.cohens_d(3, 0.5, 0.0, 3, 0.5, 0.0), str)
+
+
+def public_code_scan(events: list[Event]) -> dict[int, int]:
+    """The public Molt Dynamics code's cascades (rq2_diffusion.py ``CascadeIdentifier``), read directly:
+    bodies only, size = distinct (author, time) uses, >= 5 distinct adopters."""
+    uses: dict[tuple[str, str], set[tuple[str, datetime]]] = defaultdict(set)
+    patterns = {
+        "emoji_heavy": re.compile(r"[\U0001F600-\U0001F64F]{3,}"),
+        "bullet_list": re.compile(r"^\s*[-*]\s+", re.MULTILINE),
+        "numbered_list": re.compile(r"^\s*\d+\.\s+", re.MULTILINE),
+        "header_style": re.compile(r"^#+\s+", re.MULTILINE),
+        "quote_style": re.compile(r"^>\s+", re.MULTILINE),
+        "link_heavy": re.compile(r"\[.*?\]\(.*?\)"),
+    }
+    for e in events:
+        if e.type not in ("post_created", "comment_created"):
+            continue
+        body: Any = e.body
+        if not body.content:
+            continue
+        words = re.findall(r"\b\w+\b", body.content.lower())
+        for n in range(2, 6):
+            for i in range(len(words) - n + 1):
+                uses[("meme", " ".join(words[i : i + n]))].add((e.actor, e.occurred_at))
+        for code in re.findall(r"```[\s\S]*?```|`[^`]+`", body.content):
+            uses[("skill", code)].add((e.actor, e.occurred_at))
+        for name, pattern in patterns.items():
+            if pattern.search(body.content):
+                uses[("behaviour", name)].add((e.actor, e.occurred_at))
+    hist: dict[int, int] = defaultdict(int)
+    for adoptions in uses.values():
+        if len({a for a, _ in adoptions}) >= 5:
+            hist[len(adoptions)] += 1
+    return dict(hist)
+
+
+def test_the_public_codes_cascades_match_its_algorithm(
+    stored: tuple[ClientWarehouse, dict[str, list[Event]]],
+):
+    from molt_society.report.cascade_variants import hill_alpha, public_code_sizes
+
+    wh, events = stored
+    for soc in [*societies(stored), SOLO, QUIET]:
+        want = public_code_scan(events[soc])
+        assert public_code_sizes(wh, soc) == want, soc
+    syn = public_code_scan(events[SYN])
+    assert sum(syn.values()) > sum(1 for _ in cascade_scan(events[SYN]))  # looser: more cascades than ours
+    sizes = np.repeat(np.array(sorted(syn), dtype=float), [syn[k] for k in sorted(syn)])
+    # the code's own formula, on the flat list of sizes as it computes it
+    assert hill_alpha(syn) == pytest.approx(1 + len(sizes) / np.sum(np.log(sizes / sizes.min())))
+    s = scalars(cascades.items(wh, SYN))
+    assert s["cascades.variant_public_code.count"].value == len(sizes)
+    lo, hi = (
+        s["cascades.variant_public_code.alpha_hill_ci_low"].value,
+        s["cascades.variant_public_code.alpha_hill_ci_high"].value,
+    )
+    assert lo is not None
+    assert hi is not None
+    assert lo <= hill_alpha(syn) <= hi  # type: ignore[operator]
+    assert s["cascades.alpha_ci_low"].value is not None

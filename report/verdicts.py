@@ -1,0 +1,152 @@
+"""Verdicts on published comparisons: is a number beside a published one a reproduction or an artefact?
+
+A comparison (``report.comparisons``) holds the published value (with its CI when the study gave one), our
+value under the study's own method (with a CI), the same quantity under other reasonable definitions (the
+multiverse) and, where there is one, the value on a null society. ``judge`` turns that into one of four
+verdicts, by rules a reader can check:
+
+* **not comparable**: the comparison cannot mean anything here (said why): a count of a population of
+  another size, a baseline the study used and we do not have, a figure the search range decided, ...;
+* **reproduced**: our value under the study's method lies inside the published CI; where the study gave
+  no CI, the published value lies inside our 95% CI; with no CI on either side, the two are equal;
+* **same direction**: not reproduced, but both lie on the same side of the reference (the value of no
+  effect: a hazard ratio of 1, a Cohen's d of 0, a trend of 0; or the null society's value);
+* **differs**: otherwise.
+
+An inference is also judged on its null: where the null society gets the same verdict as the society
+(``null_flag``), the agreement is "not distinguishable from the null".
+
+Intervals come from the study (published CI), from the model (a Cox CI), from ``wilson`` (a share of n)
+or from ``bootstrap`` (resampling the units the number is computed from).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Verdict = Literal["reproduced", "same direction", "differs", "not comparable"]
+VERDICTS: tuple[Verdict, ...] = ("reproduced", "same direction", "differs", "not comparable")
+NOT_DISTINGUISHABLE = "not distinguishable from the null"
+Interval = tuple[float, float]
+
+
+@dataclass
+class Reading:
+    """The quantity under one definition: ``value`` with its 95% ``ci`` (None when not computed)."""
+
+    label: str
+    value: float | None
+    ci: Interval | None = None
+    reason: str | None = None  # why value is None
+
+
+def _inside(x: float, ci: Interval) -> bool:
+    return min(ci) <= x <= max(ci)
+
+
+def _side(x: float, reference: float) -> int:
+    return (x > reference) - (x < reference)
+
+
+def judge(
+    published: float,
+    published_ci: Interval | None,
+    study: Reading | None,
+    reference: float | None,
+    not_comparable: str | None = None,
+) -> tuple[Verdict, str]:
+    """The verdict and a sentence saying which rule gave it."""
+    if not_comparable:
+        return "not comparable", not_comparable
+    if study is None or study.value is None or not math.isfinite(study.value):
+        why = study.reason if study is not None and study.reason else "not computed"
+        return "not comparable", f"the study's method gives no value here: {why}"
+    v = float(study.value)
+    if published_ci is not None:
+        if _inside(v, published_ci):
+            return (
+                "reproduced",
+                f"{v:.4g} lies inside the published CI [{published_ci[0]:g}, {published_ci[1]:g}]",
+            )
+        missed = f"{v:.4g} lies outside the published CI [{published_ci[0]:g}, {published_ci[1]:g}]"
+    elif study.ci is not None:
+        lo, hi = study.ci
+        if _inside(published, study.ci):
+            return "reproduced", f"the published {published:g} lies inside our 95% CI [{lo:.4g}, {hi:.4g}]"
+        missed = f"the published {published:g} lies outside our 95% CI [{lo:.4g}, {hi:.4g}]"
+    elif math.isclose(v, published, rel_tol=1e-9, abs_tol=1e-12):
+        return "reproduced", f"{v:.4g} equals the published value (no CI on either side)"
+    else:
+        missed = f"{v:.4g} differs from the published {published:g} (no CI on either side)"
+    if (
+        reference is not None
+        and _side(v, reference) != 0
+        and _side(v, reference) == _side(published, reference)
+    ):
+        where = "above" if v > reference else "below"
+        return "same direction", f"{missed}; both lie {where} {reference:g}"
+    if reference is not None:
+        return "differs", f"{missed}; and not on the published value's side of {reference:g}"
+    return "differs", missed
+
+
+def null_flag(
+    verdict: Verdict,
+    published: float,
+    published_ci: Interval | None,
+    null: Reading | None,
+    reference: float | None,
+) -> str | None:
+    """``NOT_DISTINGUISHABLE`` when the null society gets the same reproducing verdict as the society."""
+    if null is None or null.value is None or verdict not in ("reproduced", "same direction"):
+        return None
+    null_verdict, _ = judge(published, published_ci, null, reference)
+    return NOT_DISTINGUISHABLE if null_verdict == verdict else None
+
+
+def wilson(share: float, n: int, z: float = 1.959964) -> Interval | None:
+    """Wilson's 95% interval of a share of ``n`` units (None without units)."""
+    if n <= 0 or not 0.0 <= share <= 1.0:
+        return None
+    denominator = 1 + z * z / n
+    centre = (share + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap(
+    histogram: dict[int, int],
+    statistic: Callable[[dict[int, int]], float | None],
+    *,
+    replicates: int = 200,
+    seed: int = 0,
+) -> Interval | None:
+    """Percentile 95% interval of ``statistic`` over histograms resampled from ``histogram`` (the units,
+    e.g. cascades, drawn with replacement: a multinomial draw of the counts). None when fewer than half
+    the replicates give a value."""
+    values = np.asarray(sorted(histogram), dtype=np.int64)
+    counts = np.asarray([histogram[v] for v in values], dtype=np.float64)
+    n = int(counts.sum())
+    if n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    got: list[float] = []
+    for _ in range(replicates):
+        draw = rng.multinomial(n, counts / n)
+        stat = statistic({int(v): int(c) for v, c in zip(values, draw, strict=True) if c})
+        if stat is not None and math.isfinite(stat):
+            got.append(stat)
+    if len(got) < replicates / 2:
+        return None
+    return (float(np.percentile(got, 2.5)), float(np.percentile(got, 97.5)))
+
+
+def spread(readings: Sequence[Reading]) -> Interval | None:
+    """The range of the readings' values (None when none has one)."""
+    vals = [float(r.value) for r in readings if r.value is not None and math.isfinite(r.value)]
+    return (min(vals), max(vals)) if vals else None
