@@ -111,12 +111,26 @@ def markdown(res: dict[str, Any], rep: Report) -> str:
     lines += section_rows(rep, 120)
     lines += [
         "",
-        "Every figure with a published value, ours on the crawl beside it (the crawl is one 8,438-post "
-        "snapshot, not the studies' populations: the comparison shows the method, not a replication):",
+        "Every published figure with its verdict (`report.comparisons`; the crawl is one 8,438-post "
+        "snapshot, not the studies' populations): the study's method on this crawl with its 95% CI, the "
+        "range across the definitions the report computes, the null where one is computed:",
         "",
-        "| figure | this crawl | published | source |",
-        "|---|---:|---:|---|",
+        "| published figure | published | this crawl (study's method) | multiverse | null | verdict | why |",
+        "|---|---:|---:|---|---|---|---|",
     ]
+    for c in rep.comparisons:
+        study = c.study
+        ours = "-" if study is None or study.value is None else _fmt(study.value)
+        if study is not None and study.ci is not None:
+            ours += f" [{_fmt(study.ci[0])}, {_fmt(study.ci[1])}]"
+        span = f"{_fmt(c.spread[0])} - {_fmt(c.spread[1])} ({len(c.readings)})" if c.spread else ""
+        null = "" if c.null is None else _fmt(c.null.value) + (f" ({c.null_flag})" if c.null_flag else "")
+        pub = _fmt(c.published) + (
+            f" [{c.published_ci[0]:g}, {c.published_ci[1]:g}]" if c.published_ci else ""
+        )
+        lines.append(
+            f"| {c.figure} (`{c.key}`) | {pub} | {ours} | {span} | {null} | **{c.verdict}** | {c.why[:160]} |"
+        )
     variants: list[str] = []
     for sec in rep.sections:
         for item in sec.items:

@@ -84,13 +84,16 @@ class Spec:
     not_comparable: Rule | None = None
     labels: dict[str, str] = field(default_factory=dict)  # reading key -> label, where the scalar's is long
     ci_of: dict[str, str] = field(default_factory=dict)  # reading key -> the prefix of its _ci_low/_ci_high
+    study_key: str | None = None  # the study's own method, where it is not the published key's scalar
 
 
 SPECS: dict[str, Spec] = {
     "cascades.alpha": Spec(
         "cascade-size power-law alpha (Molt Dynamics: 2.57 +/- 0.02)",
         published_ci=(2.55, 2.59),
-        variants=("cascades.variant_public_code.alpha_hill", "cascades.variant_public_code.alpha"),
+        # the study's own method: its authors' code end to end (cascades and estimator)
+        study_key="cascades.variant_public_code.alpha_hill",
+        variants=("cascades.variant_public_code.alpha",),
         labels={
             "cascades.alpha": "ours: 3-5-grams, >= 10 adopters; Clauset discrete fit",
             "cascades.variant_hill.alpha": "ours, the public code's estimator (Hill, x_min = smallest)",
@@ -200,8 +203,10 @@ def compare(s: Scalars) -> list[Comparison]:
         else:  # the section cleared it (synthetic text): the comparison cannot mean anything here
             published, source = PUBLISHED[key]
         n_key = _n_key(key, spec)
-        study = _reading(s, key, spec, n_key)
-        others = [_reading(s, k, spec, None) for k in (*_variant_keys(s, key), *spec.variants) if k != key]
+        study_key = spec.study_key if spec.study_key in s else key
+        study = _reading(s, study_key, spec, n_key)
+        keys_more = [key, *_variant_keys(s, key), *spec.variants]
+        others = [_reading(s, k, spec, None) for k in dict.fromkeys(keys_more) if k != study_key]
         readings = [r for r in [study, *others] if r is not None]
         null = _reading(s, spec.null, spec, None) if spec.null else None
         why_not = spec.not_comparable(s) if spec.not_comparable else None

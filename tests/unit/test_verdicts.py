@@ -143,8 +143,10 @@ def test_comparisons_apply_their_rules() -> None:
     }
     alpha = got["cascades.alpha"]
     assert alpha.verdict == "differs"
+    assert alpha.study is not None
+    assert alpha.study.value == 2.23  # the study's method: its public code's cascades and estimator
     assert alpha.spread == (2.23, 2.73)
-    assert len(alpha.readings) == 3
+    assert [r.value for r in alpha.readings] == [2.23, 2.73, 2.3]
     events = got["cascades.propagation_events"]
     assert events.verdict == "not comparable"
     assert "both readings" in events.why
