@@ -11,7 +11,9 @@ with window w-1. The per-window graph is the ``interaction_edges`` view restrict
 window; PageRank, top-k and super-nodes are ``streams.pagerank``'s, the functions the stream processor
 uses. Whether the daily top-1 share falls is measured, not read off the chart: Kendall's tau of the daily
 share against the day (``collective.top1_share_trend``, with its p-value), and the first and last day's
-shares.
+shares; beside it the same trend on null societies whose comments are re-addressed uniformly within each
+day (``collective.null_top1_share_trend``: a share that falls only because the daily graph grows falls
+there too).
 
 Leaders are taken from the whole observation period, as the socialization study identifies its influential
 accounts over its whole crawl: PageRank on the interaction graph of every comment of the period (edge
@@ -130,6 +132,7 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
     out += leaders_items(wh, society, tops, top_k)
     out += _window_means(ranked, top_k)
     out += trend_items(ranked)
+    out += null_trend_items(wh, society)
     out += _window_figures(rows, top_k)
     stream_us, origin = window_us(wh, society)
     if stream_us != DAY_US:
@@ -141,6 +144,51 @@ def items(wh: Warehouse, society: str, top_k: int = 10) -> list[Item]:
 
 
 STREAM_VARIANT = "collective.variant_stream_window"
+
+
+NULL_SHUFFLES = 40  # null societies for the trend (their median and 2.5-97.5% range are shown)
+NULL_KEY = "collective.null_top1_share_trend"
+
+
+def null_trend_items(wh: Warehouse, society: str, shuffles: int = NULL_SHUFFLES, seed: int = 0) -> list[Item]:
+    """The trend of the daily top-1 share on null societies: each comment of a day re-addressed to an
+    agent drawn uniformly from those active in the interaction graph that day (the day's comments, their
+    authors and the day's agents are kept; the concentration of attention is not). A top share that
+    falls only because the daily graph grows falls here too: the comparison then says "not
+    distinguishable from the null"."""
+    rows = wh.query(
+        f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {DAY_US}) AS d, src, dst "
+        f"FROM interaction_edges WHERE society = {quoted(society)} ORDER BY d, occurred_at, src, dst"
+    ).rows
+    days: dict[int, list[str]] = defaultdict(list)
+    agents: dict[int, set[str]] = defaultdict(set)
+    for d, src, dst in rows:
+        days[int(d)].append(str(src))
+        agents[int(d)] |= {str(src), str(dst)}
+    label = (
+        f"null ({shuffles} societies, each day's comments re-addressed uniformly): daily top-1 share trend"
+    )
+    order = sorted(days)
+    if len(order) < 3:
+        return [missing(NULL_KEY, label, "needs at least 3 days with interactions")]
+    rng = np.random.default_rng(seed)
+    taus: list[float] = []
+    for _ in range(shuffles):
+        shares = []
+        for d in order:
+            pool = sorted(agents[d])
+            targets = rng.integers(0, len(pool), len(days[d]))
+            pr = pagerank([(src, pool[t], 1.0) for src, t in zip(days[d], targets, strict=True)])
+            shares.append(top_k_share(pr, 1) if pr else 0.0)
+        if len(set(shares)) > 1:
+            taus.append(float(kendalltau(order, shares)[0]))
+    if not taus:
+        return [missing(NULL_KEY, label, "no null society had a varying share")]
+    return [
+        Scalar(NULL_KEY, label + ": median Kendall's tau", float(np.median(taus))),
+        Scalar(f"{NULL_KEY}_ci_low", label + ": 2.5%", float(np.percentile(taus, 2.5))),
+        Scalar(f"{NULL_KEY}_ci_high", label + ": 97.5%", float(np.percentile(taus, 97.5))),
+    ]
 
 
 def trend_items(ranked: list[dict[str, float | int | None]]) -> list[Item]:

@@ -140,6 +140,7 @@ SPECS: dict[str, Spec] = {
         "daily top-1 PageRank share 'drops rapidly' (socialization study): Kendall's tau < 0",
         published_ci=(-1.0, -1e-12),
         reference=0.0,
+        null="collective.null_top1_share_trend",
     ),
 }
 SHARE_UNITS = {"threads.share_": "threads.comments", "rhythm.": "rhythm.agents", "reference.share_": None}
@@ -213,7 +214,8 @@ def compare(s: Scalars) -> list[Comparison]:
         if sc.published is None and key not in CLAIMS:
             why_not = "the society's texts are synthetic: a measure of what texts say means nothing here"
         verdict, why = judge(published, spec.published_ci, study, spec.reference, why_not)
-        flag = null_flag(verdict, published, spec.published_ci, null, spec.reference)
+        observed = study.value if study else None
+        flag = null_flag(verdict, published, spec.published_ci, null, spec.reference, observed)
         out.append(
             Comparison(
                 key=key,

@@ -13,8 +13,9 @@ verdicts, by rules a reader can check:
   effect: a hazard ratio of 1, a Cohen's d of 0, a trend of 0; or the null society's value);
 * **differs**: otherwise.
 
-An inference is also judged on its null: where the null society gets the same verdict as the society
-(``null_flag``), the agreement is "not distinguishable from the null".
+An agreeing verdict is also judged on its null (``null_flag``): where the observed value lies inside the
+null societies' 95% range, or (a null without a range) the null gets the same verdict, the agreement is
+"not distinguishable from the null".
 
 Intervals come from the study (published CI), from the model (a Cox CI), from ``wilson`` (a share of n)
 or from ``bootstrap`` (resampling the units the number is computed from).
@@ -101,10 +102,15 @@ def null_flag(
     published_ci: Interval | None,
     null: Reading | None,
     reference: float | None,
+    observed: float | None = None,
 ) -> str | None:
-    """``NOT_DISTINGUISHABLE`` when the null society gets the same reproducing verdict as the society."""
+    """``NOT_DISTINGUISHABLE`` when an agreeing verdict is what a null society gets too: the observed value
+    lies inside the null societies' 95% range (when the null has one), or else the null's value gets the
+    same verdict."""
     if null is None or null.value is None or verdict not in ("reproduced", "same direction"):
         return None
+    if null.ci is not None and observed is not None:
+        return NOT_DISTINGUISHABLE if _inside(observed, null.ci) else None
     null_verdict, _ = judge(published, published_ci, null, reference)
     return NOT_DISTINGUISHABLE if null_verdict == verdict else None
 

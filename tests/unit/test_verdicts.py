@@ -50,9 +50,12 @@ def test_a_null_with_the_same_verdict_is_flagged() -> None:
     ours = Reading("ours", 0.6, (0.55, 0.65))
     verdict, _ = judge(0.53, None, ours, 1.0)
     assert verdict == "same direction"
-    assert null_flag(verdict, 0.53, None, Reading("null", 0.7, (0.6, 0.8)), 1.0) == NOT_DISTINGUISHABLE
-    assert null_flag(verdict, 0.53, None, Reading("null", 1.02, (0.95, 1.1)), 1.0) is None
+    assert null_flag(verdict, 0.53, None, Reading("null", 0.7), 1.0) == NOT_DISTINGUISHABLE
+    assert null_flag(verdict, 0.53, None, Reading("null", 1.02), 1.0) is None
     assert null_flag("differs", 0.53, None, Reading("null", 0.7), 1.0) is None
+    # with the null societies' range: inside it is indistinguishable, whatever the null's median says
+    assert null_flag(verdict, 0.53, None, Reading("null", 0.9, (0.5, 1.1)), 1.0, 0.6) == NOT_DISTINGUISHABLE
+    assert null_flag(verdict, 0.53, None, Reading("null", 0.7, (0.65, 0.8)), 1.0, 0.6) is None
 
 
 @pytest.mark.parametrize(("share", "n"), [(0.067, 164), (0.5, 10), (0.0, 30), (1.0, 7), (0.935, 90_704)])
