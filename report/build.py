@@ -198,8 +198,8 @@ def build_report(
         sections=sections,
         settings=settings,
     )
-    if only is None or "comparisons" in only:
-        report.comparisons = comparisons.compare(report.scalars())
+    report.comparisons = comparisons.compare(report.scalars())  # over the sections that ran
+    if only is None or report.comparisons:
         report.sections.insert(0, comparisons.section(report.comparisons))
     return report
 

@@ -13,9 +13,9 @@ verdicts, by rules a reader can check:
   effect: a hazard ratio of 1, a Cohen's d of 0, a trend of 0; or the null society's value);
 * **differs**: otherwise.
 
-An agreeing verdict is also judged on its null (``null_flag``): where the observed value lies inside the
-null societies' 95% range, or (a null without a range) the null gets the same verdict, the agreement is
-"not distinguishable from the null".
+An agreeing verdict is also judged on its null (``null_flag``): unless the observed value lies beyond the
+null societies' 95% range in the published effect's direction (or, for a null without a range, the null
+gets another verdict), the agreement is "not distinguishable from the null".
 
 Intervals come from the study (published CI), from the model (a Cox CI), from ``wilson`` (a share of n)
 or from ``bootstrap`` (resampling the units the number is computed from).
@@ -104,13 +104,17 @@ def null_flag(
     reference: float | None,
     observed: float | None = None,
 ) -> str | None:
-    """``NOT_DISTINGUISHABLE`` when an agreeing verdict is what a null society gets too: the observed value
-    lies inside the null societies' 95% range (when the null has one), or else the null's value gets the
-    same verdict."""
+    """``NOT_DISTINGUISHABLE`` when an agreeing verdict is what a null society gets too. With the null
+    societies' 95% range: unless the observed value lies beyond that range in the published effect's
+    direction (below it for a published hazard ratio under 1, a falling trend; the direction is the
+    published value's side of ``reference``, else of the null's median). Without a range: when the
+    null's value gets the same verdict."""
     if null is None or null.value is None or verdict not in ("reproduced", "same direction"):
         return None
     if null.ci is not None and observed is not None:
-        return NOT_DISTINGUISHABLE if _inside(observed, null.ci) else None
+        towards = _side(published, reference if reference is not None else null.value)
+        beyond = observed < min(null.ci) if towards < 0 else observed > max(null.ci) if towards > 0 else False
+        return None if beyond else NOT_DISTINGUISHABLE
     null_verdict, _ = judge(published, published_ci, null, reference)
     return NOT_DISTINGUISHABLE if null_verdict == verdict else None
 

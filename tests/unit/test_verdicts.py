@@ -56,6 +56,10 @@ def test_a_null_with_the_same_verdict_is_flagged() -> None:
     # with the null societies' range: inside it is indistinguishable, whatever the null's median says
     assert null_flag(verdict, 0.53, None, Reading("null", 0.9, (0.5, 1.1)), 1.0, 0.6) == NOT_DISTINGUISHABLE
     assert null_flag(verdict, 0.53, None, Reading("null", 0.7, (0.65, 0.8)), 1.0, 0.6) is None
+    # beyond the range on the other side (a weaker effect than the null's) is no evidence either: a daily
+    # top share falling less steeply than in every null society of the same growth
+    trend = Reading("null", -1.0, (-1.0, -1.0))
+    assert null_flag("reproduced", -1.0, (-1.0, -1e-12), trend, 0.0, -0.667) == NOT_DISTINGUISHABLE
 
 
 @pytest.mark.parametrize(("share", "n"), [(0.067, 164), (0.5, 10), (0.0, 30), (1.0, 7), (0.935, 90_704)])
