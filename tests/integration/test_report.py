@@ -31,6 +31,7 @@ from molt_society.report.build import SPECS, build_report
 from molt_society.report.embeddings import Encoder
 from molt_society.report.model import Report, Scalar
 from molt_society.report.source import ClientWarehouse, sink_warehouse
+from molt_society.report.verdicts import VERDICTS
 from molt_society.report.write import report_json, write_report
 from molt_society.schemas.events import AgentRegistered, CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
@@ -123,8 +124,13 @@ def reports(warehouse: tuple[ClientWarehouse, list[str]]) -> dict[str, Report]:
 
 def _check_complete(rep: Report) -> None:
     """Every diagnostic ran; every missing number says why; nothing is NaN."""
-    assert [s.key for s in rep.sections] == [s.key for s in SPECS]
+    assert [s.key for s in rep.sections] == ["comparisons", *(s.key for s in SPECS)]
     assert [(s.key, s.error) for s in rep.sections if s.error] == []
+    published = {k for k, sc in rep.scalars().items() if sc.published is not None}
+    assert published <= {c.key for c in rep.comparisons}, rep.society  # every published figure is judged
+    for c in rep.comparisons:
+        assert c.verdict in VERDICTS, (rep.society, c.key)
+        assert len(c.why) > 10, (rep.society, c.key)
     for s in rep.sections:
         for i in s.items:
             if isinstance(i, Scalar):
@@ -134,6 +140,7 @@ def _check_complete(rep: Report) -> None:
                     assert math.isfinite(float(i.value)), (rep.society, i.key)
     doc = json.loads(report_json([rep]))  # strict JSON: no NaN or Infinity tokens
     assert doc["reports"][0]["society"] == rep.society
+    assert [c["verdict"] for c in doc["reports"][0]["comparisons"]] == [c.verdict for c in rep.comparisons]
 
 
 def _open_offline(html: Path, shot: Path | None = None) -> dict[str, Any]:
@@ -251,7 +258,8 @@ def test_live_society_report_through_the_sink_agrees_with_streaming(
         "events per window and type",
         "depth histogram (last window)",
     } <= compared
-    assert values["collective.window_seconds"].value == 600.0
+    assert values["collective.window_seconds"].value == 86400.0  # the study's days
+    assert values["collective.variant_stream_window.window_seconds"].value == 600.0  # the stream's, labelled
     assert values["semantic.texts"].value
 
 
