@@ -143,6 +143,26 @@ async def _consume_until(member: _Member, stop: asyncio.Event) -> None:
             consuming.cancel()
 
 
+async def _start_unless_stopped(consumer: Any, stop: asyncio.Event) -> bool:
+    """``consumer.start()``; False, with the start abandoned, when ``stop`` is set first. aiokafka's start
+    retries a broker that is gone for ever: a sink told to stop (SIGTERM from the kernel when its driver
+    was SIGKILLed, its broker gone with it) while joining never exited (seen: 17 minutes, test_faults's
+    driver killed while copying a fork's history)."""
+    starting = asyncio.ensure_future(consumer.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # raises why the start failed
+            return True
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starting
+        return False
+    finally:
+        stopping.cancel()
+
+
 class ClickHouseSink:
     """Consumes ``society.<name>.{events,metrics,deadletter}`` into ClickHouse; see the module docstring."""
 
@@ -203,7 +223,12 @@ class ClickHouseSink:
             consumer.subscribe(
                 topics=sorted(self.targets), listener=kafka.Rebalance(member.on_revoked, member.on_assigned)
             )
-            await consumer.start()
+            if not await _start_unless_stopped(consumer, stop):
+                log.warning("sink.stopped_before_start", reason="stopped while joining its group")
+                warm.cancel()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(consumer.stop(), STOP_CLIENT_S)
+                return
             await warm
             log.info(
                 "sink.started",

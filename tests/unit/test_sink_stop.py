@@ -94,3 +94,48 @@ def test_a_commit_that_is_never_answered_is_given_up(monkeypatch: pytest.MonkeyP
     assert 0.2 <= took < 5
     assert stats.commit_errors == 1
     assert "society.s.events:0" not in stats.committed
+
+
+class Joining:
+    """A consumer whose ``start`` never returns (aiokafka retrying a broker that is gone), or returns."""
+
+    def __init__(self, forever: bool) -> None:
+        self.forever = forever
+        self.cancelled = False
+
+    async def start(self) -> None:
+        if not self.forever:
+            return
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+def _start(consumer: Joining, stop_after: float | None) -> tuple[bool, float]:
+    async def go() -> tuple[bool, float]:
+        stop = asyncio.Event()
+        if stop_after is not None:
+            asyncio.get_running_loop().call_later(stop_after, stop.set)
+        began = time.monotonic()
+        started = await asyncio.wait_for(sink_consumer._start_unless_stopped(consumer, stop), 30)
+        return started, time.monotonic() - began
+
+    return asyncio.run(go())
+
+
+def test_a_stop_while_joining_abandons_the_start() -> None:
+    """The SIGTERM of a killed driver's kernel reaches a sink whose consumer still joins a broker that died
+    with the driver: the sink stops at once instead of retrying for ever."""
+    consumer = Joining(forever=True)
+    started, took = _start(consumer, 0.1)
+    assert not started
+    assert consumer.cancelled
+    assert took < 5
+
+
+def test_a_start_that_answers_is_a_start() -> None:
+    started, took = _start(Joining(forever=False), None)
+    assert started
+    assert took < 5
