@@ -1,7 +1,8 @@
 """``python -m molt_society.streams --society NAME --bootstrap HOST:PORT``: run one stream worker until
 stopped.
 
-Exits 0 after SIGTERM/SIGINT (Faust's worker handles them; the kernel sends SIGTERM when the driver dies);
+Exits 0 after SIGTERM/SIGINT (Faust's worker handles them; the kernel sends SIGTERM when the driver dies),
+1 if that stop has not finished within ``STOP_EXIT_S`` (``streams.stop_abandoned``);
 ``STALL_EXIT`` (75) when its aggregate watch stopped it as stalled (``aggregate.stalled`` says why); a
 crash of the worker is logged as ``streams.failed`` with the error (the supervisor shows that line) and
 exits non-zero.
@@ -10,8 +11,11 @@ exits non-zero.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import sys
 import tempfile
+import threading
 
 import faust
 
@@ -20,15 +24,42 @@ from molt_society.runtime.stack_dump import task_stacks
 from molt_society.runtime.worker_args import worker_args
 from molt_society.streams.app import STALL_EXIT, STALL_STOP, ProcessorService, create_app
 
+STOP_EXIT_S = 30.0  # after SIGTERM/SIGINT the process exits within this, its orderly stop done or not
+STOP_ABANDONED_EXIT = 1
+
+
+def _exit_after(seconds: float) -> None:
+    """Exit the process ``seconds`` from now if it is still alive (said first): Faust's stop waits on a
+    broker that is gone (seen: a worker SIGTERMed when its driver was SIGKILLed, its broker gone too, kept
+    rebuilding for 2 minutes, test_faults). Nothing committed is lost; what is not is processed again."""
+
+    def fire() -> None:
+        get_logger("streams").warning("streams.stop_abandoned", seconds=seconds)
+        sys.stderr.flush()
+        os._exit(STOP_ABANDONED_EXIT)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+
 
 class StreamWorker(faust.Worker):
     """Faust's worker, with ``SIGUSR2`` writing every asyncio task's stack to the log as the other
     processes do (``runtime.stack_dump``): mode's own handler starts pdb, which in a worker without a
-    terminal stops it. ``SIGUSR1`` stays mode's task dump."""
+    terminal stops it. ``SIGUSR1`` stays mode's task dump. SIGTERM and SIGINT start the orderly stop and
+    bound it (``STOP_EXIT_S``)."""
 
     def _on_sigusr2(self) -> None:
         self.stderr.write(task_stacks(self.loop))
         self.stderr.flush()
+
+    def _on_sigterm(self) -> None:
+        _exit_after(STOP_EXIT_S)
+        super()._on_sigterm()
+
+    def _on_sigint(self) -> None:
+        _exit_after(STOP_EXIT_S)
+        super()._on_sigint()
 
 
 def main(argv: list[str] | None = None) -> int:
