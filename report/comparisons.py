@@ -223,20 +223,16 @@ def compare(s: Scalars) -> list[Comparison]:
                 published=published,
                 published_ci=spec.published_ci,
                 published_source=source,
-                study=_plain(study) if study else None,
-                readings=[_plain(r) for r in readings],
+                study=study,
+                readings=readings,
                 spread=spread(readings),
-                null=_plain(null) if null else None,
+                null=null,
                 verdict=verdict,
                 why=why,
                 null_flag=flag,
             )
         )
     return out
-
-
-def _plain(r: Reading) -> ComparisonReading:
-    return ComparisonReading(r.label, r.value, r.ci, r.reason)
 
 
 def _interval(ci: Interval | None) -> str:

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from molt_society.report.model import ComparisonReading
 
 Verdict = Literal["reproduced", "same direction", "differs", "not comparable"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "same direction", "differs", "not comparable")
@@ -36,14 +37,7 @@ NOT_DISTINGUISHABLE = "not distinguishable from the null"
 Interval = tuple[float, float]
 
 
-@dataclass
-class Reading:
-    """The quantity under one definition: ``value`` with its 95% ``ci`` (None when not computed)."""
-
-    label: str
-    value: float | None
-    ci: Interval | None = None
-    reason: str | None = None  # why value is None
+Reading = ComparisonReading  # the quantity under one definition: value, its 95% ci, why it is missing
 
 
 def _inside(x: float, ci: Interval) -> bool:
