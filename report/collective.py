@@ -171,12 +171,13 @@ def null_trend_items(wh: Warehouse, society: str, shuffles: int = NULL_SHUFFLES,
     order = sorted(days)
     if len(order) < 3:
         return [missing(NULL_KEY, label, "needs at least 3 days with interactions")]
+    pools = {d: sorted(agents[d]) for d in order}
     rng = np.random.default_rng(seed)
     taus: list[float] = []
     for _ in range(shuffles):
         shares = []
         for d in order:
-            pool = sorted(agents[d])
+            pool = pools[d]
             targets = rng.integers(0, len(pool), len(days[d]))
             pr = pagerank([(src, pool[t], 1.0) for src, t in zip(days[d], targets, strict=True)])
             shares.append(top_k_share(pr, 1) if pr else 0.0)
