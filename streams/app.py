@@ -37,7 +37,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import faust
 import mode
@@ -165,6 +165,7 @@ class Aggregator:
         self.taken = -1  # the offset of the newest partial the agent took
         self.group = kafka.group_id(society, "aggregate")  # the app's consumer group (create_app)
         self.lag_since: float | None = None
+        self.progress: tuple[int, int] | None = None  # (next offset up, -changelog records left) last seen
 
     def load_memory(self) -> InfluenceMemory:
         raw = self.influence.get("memory")
@@ -251,11 +252,41 @@ class Aggregator:
         # whichever is later: a restarted worker has taken nothing and has nothing to take when its group
         # committed every partial (seen: such a worker stopped as stalled 60 s after a restart, CI stop 38)
         next_up = max(self.taken + 1, done.get(tp) or 0)
+        # an agent that moved since the last look is not stalled, however long partials have kept arriving
+        # ahead of it: progress is a newer partial taken, a higher committed offset or changelog records
+        # recovered (a restarted worker recovering its tables takes nothing until it is done)
+        progress = (next_up, -self.recovery_remaining())
+        moved = self.progress is None or progress > self.progress
+        self.progress = progress
         if self.busy_since is not None or end is None or end <= next_up:
             self.lag_since = None
-        elif self.lag_since is None:
+        elif self.lag_since is None or moved:
             self.lag_since = time.monotonic()
         return self.lag_since
+
+    def recovery_remaining(self) -> int:
+        """Changelog records Faust's table recovery has still to read (0 when it is not recovering)."""
+        recovery = self._recovery()
+        try:
+            return int(recovery.active_remaining_total()) if recovery.in_recovery else 0
+        except Exception:  # Faust's counters mid-rebalance (a partition without offsets yet): unknown
+            return 0
+
+    def _recovery(self) -> Any:
+        """Faust's table recovery service (``faust.tables.recovery.Recovery``; not in ``TableManagerT``)."""
+        return cast(Any, self.app.tables).recovery
+
+    def phase(self) -> dict[str, Any]:
+        """Where Faust is, for the stall report: a rebalance, a table recovery and what it has left."""
+        try:
+            return {
+                "rebalancing": bool(self.app.rebalancing),
+                "in_recovery": bool(self._recovery().in_recovery),
+                "recovery_remaining": self.recovery_remaining(),
+                "assigned": sorted(str(tp) for tp in self.app.consumer.assignment()),
+            }
+        except Exception as exc:  # a report, never a reason for the watch itself to fail
+            return {"unknown": repr(exc)}
 
     async def check_stall(self) -> None:
         """Exit with ``STALL_EXIT`` (said first) when the agent has stalled for ``AGGREGATE_STALL_S``."""
@@ -275,6 +306,7 @@ class Aggregator:
             state=why,
             taken_offset=self.taken,
             seconds=round(time.monotonic() - since),
+            faust=self.phase(),
             waits=waits,
             action="stopping to be restarted",
         )

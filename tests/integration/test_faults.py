@@ -300,7 +300,15 @@ def _kill_child_and_finish(tmp: Path, society: str, role: str) -> Run:
     assert rc == 0, run.output[-5000:]
     exited = run.journal("stack.child_exited")
     said = [(e["role"], e["pid"], e["status"]) for e in exited]
-    assert said == [(role, victim, "was killed by SIGKILL")], [(e["status"], e.get("error")) for e in exited]
+    report = [(e["status"], e.get("error")) for e in exited]
+    assert said[:1] == [(role, victim, "was killed by SIGKILL")], report
+    # after it, only the stream worker's stall watch may stop a worker (said, exit 75, restarted: a Faust
+    # worker that came back and took nothing for a minute, seen once in CI under the whole suite's load)
+    assert len(exited) <= 3, report
+    for e in exited[1:]:
+        stall = ("streams", "exited with code 75", "aggregate.stalled")
+        assert (e["role"], e["status"], e.get("error")) == stall, report
+        print(f"\nthe restarted {role} was stopped by the stall watch and restarted: {report}")
     assert restarted["previous_pid"] == victim
     assert restarted["pid"] != victim
     assert run.journal("stack.child_ready"), "the restarted process never worked"
