@@ -56,14 +56,6 @@ def _roles_k(s: Scalars) -> str | None:
     return None
 
 
-def _cohens_d(_s: Scalars) -> str:
-    return (
-        "the paper's d = -0.88 compares cooperation events with a matched single-agent baseline; this report "
-        "has no such baseline (its d is one-sample, quality against the success threshold 0.5), so the two "
-        "d's measure different things"
-    )
-
-
 def _propagation(s: Scalars) -> str:
     return (
         _population(s)
@@ -124,8 +116,17 @@ SPECS: dict[str, Spec] = {
     "cooperation.cohens_d": Spec(
         "Cohen's d -0.88 against a single-agent baseline (Molt Dynamics)",
         reference=0.0,
-        variants=("cooperation.variant_thread.cohens_d",),
-        not_comparable=_cohens_d,
+        variants=(
+            "cooperation.variant_single_agent_all.cohens_d",
+            "cooperation.variant_public_code.cohens_d",
+            "cooperation.variant_thread.cohens_d",
+        ),
+        labels={
+            "cooperation.cohens_d": "the paper's text: vs a matched single-agent baseline (matching ours)",
+            "cooperation.variant_single_agent_all.cohens_d": "against every single-agent attempt, unmatched",
+            "cooperation.variant_public_code.cohens_d": "the public code: one-sample, vs the constant 0.5",
+            "cooperation.variant_thread.cohens_d": "ours earlier: whole-thread quality vs technical posts",
+        },
     ),
     "roles.k": Spec("6 structural roles (Molt Dynamics)", not_comparable=_roles_k),
     "roles.silhouette": Spec("silhouette 0.91 (Molt Dynamics)"),

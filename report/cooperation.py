@@ -21,15 +21,33 @@ gives p of about 1e-22, and the code's other test (``BaselineComparator.permutat
 scores and compares their mean with the observed one, which differs only by float rounding, so its p
 depends on summation order and cannot be reproduced.
 
-Variant (labelled, never with a published value): the earlier computation of this project, quality of
-the whole thread's text (views ``cooperation_events`` / ``cooperation_baseline`` in molt_dynamics.sql)
-and Cohen's d against technical posts that are not events (pooled sample SD).
+The published d = -0.88 is, in the paper's text, of cooperative outcomes "against a matched single-agent
+baseline"; the public code's ``compare_quality_distributions`` computes d against the constant 0.5 instead,
+its single-agent baseline (``collect_individual_baselines``) being a placeholder that returns nothing. So
+``cooperation.cohens_d`` (beside -0.88) follows the text, with a matching rule of ours, said here:
+
+- single-agent attempts: the view ``cooperation_single_agent`` (technical threads nobody but the post's
+  author wrote in; the attempt is the author's last text with a backtick, else its last text, the post's
+  body counting as its first), scored with the same assessor; empty attempts are not scored;
+- matching: each scored event gets the scored attempt of its own submolt posted nearest in time (ties: the
+  earlier, then the smaller post id), with replacement; from any submolt where its own has none (counted);
+- d: the public code's two-group Cohen's d (``CollaborationModeler.compute_effect_sizes``: pooled SD,
+  ddof 1) of event quality against the matched attempts' quality; 95% CI by resampling the events with
+  their matches (1,000 draws).
+
+Readings of the same d (labelled variants, each with its bootstrap CI): against every scored single-agent
+attempt, unmatched (``variant_single_agent_all``); the public code's one-sample d against 0.5
+(``variant_public_code``); and the earlier computation of this project, quality of the whole thread's text
+(views ``cooperation_events`` / ``cooperation_baseline`` in molt_dynamics.sql) against technical posts
+that are not events (``variant_thread``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +60,8 @@ FLAGS = ("has_code", "has_comments", "has_tests", "balanced")
 SOLUTION_FLAGS = ("has_code", "has_comments", "has_tests", "syntax_valid")
 BASELINE = 0.5  # compare_quality_distributions: "random chance would give 0.5 quality score"
 MIN_SCORED = 5  # compare_quality_distributions returns 'insufficient_data' below this
+DRAWS = 1_000  # bootstrap draws of every d's 95% CI
+SEED = 0
 
 _CODE = re.compile(r"```|`[^`]+`")
 _COMMENT = re.compile(r"#.*|//.*|/\*.*\*/")
@@ -134,14 +154,164 @@ def published_stats(events: int, solutions: list[SolutionScore]) -> Published:
     return Published(events, scores, flags, rate, mean, t_p, w_p, (mean - BASELINE) / sd)
 
 
-def published(wh: Warehouse, society: str) -> Published:
-    """The events of ``cooperation_md_events`` with their solutions scored here (text read as data)."""
+@dataclass(frozen=True)
+class Attempt:
+    """One scored solution (an event's, or a single agent's attempt) with what matching needs."""
+
+    post_id: str
+    submolt: str
+    at: float  # the post's time, seconds since the epoch
+    quality: float
+
+
+def attempts(wh: Warehouse, view: str, society: str) -> tuple[int, list[Attempt], list[SolutionScore]]:
+    """The rows of ``view`` (``cooperation_md_events`` or ``cooperation_single_agent``), and those with a
+    solution text scored here (text read as data), in post id order."""
     rows = wh.query(
-        "SELECT post_id, solution FROM cooperation_md_events "
+        f"SELECT post_id, submolt, toUnixTimestamp64Micro(posted_at), solution FROM {view} "
         f"WHERE society = {quoted(society)} ORDER BY post_id"
     ).rows
-    solutions = [assess_solution(str(text)) for _pid, text in rows if str(text)]
-    return published_stats(len(rows), solutions)
+    scored, scores = [], []
+    for pid, sub, at_us, text in rows:
+        if str(text):
+            score = assess_solution(str(text))
+            scores.append(score)
+            scored.append(Attempt(str(pid), str(sub), int(at_us) / 1e6, score.quality))
+    return len(rows), scored, scores
+
+
+def published(wh: Warehouse, society: str) -> Published:
+    """The events of ``cooperation_md_events`` with their solutions scored here."""
+    n, _scored, solutions = attempts(wh, "cooperation_md_events", society)
+    return published_stats(n, solutions)
+
+
+def match(events: Sequence[Attempt], singles: Sequence[Attempt]) -> tuple[list[Attempt], int]:
+    """Per event, the single-agent attempt of its submolt posted nearest in time (ties: the earlier, then
+    the smaller post id), with replacement; from all submolts where its own has none. Also returns how many
+    events were matched outside their submolt. Empty when there is no attempt at all."""
+    if not singles:
+        return [], 0
+    everything = sorted(singles, key=lambda a: (a.at, a.post_id))
+    pools: dict[str, list[Attempt]] = {}
+    for a in everything:
+        pools.setdefault(a.submolt, []).append(a)
+    times = {sub: [a.at for a in pool] for sub, pool in pools.items()}
+    all_times = [a.at for a in everything]
+    matched, outside = [], 0
+    for e in events:
+        pool, at = pools.get(e.submolt), times.get(e.submolt)
+        if pool is None or at is None:
+            pool, at, outside = everything, all_times, outside + 1
+        i = bisect.bisect_left(at, e.at)
+        matched.append(min(pool[max(0, i - 1) : i + 1], key=lambda a: (abs(a.at - e.at), a.at, a.post_id)))
+    return matched, outside
+
+
+def two_group_d(a: np.ndarray, b: np.ndarray) -> float | str:
+    """The public code's Cohen's d of ``a`` against ``b`` (pooled SD, ddof 1); a reason when undefined."""
+    return cohens_d(
+        len(a),
+        float(a.mean()) if len(a) else 0.0,
+        float(a.var(ddof=1)) if len(a) > 1 else 0.0,
+        len(b),
+        float(b.mean()) if len(b) else 0.0,
+        float(b.var(ddof=1)) if len(b) > 1 else 0.0,
+    )
+
+
+def bootstrap_ci(
+    groups: Sequence[np.ndarray], statistic: Callable[..., float | str], *, paired: bool = False
+) -> tuple[float, float] | None:
+    """Percentile 95% interval of ``statistic(*groups)`` over ``DRAWS`` resamples: each group drawn with
+    replacement on its own, or (``paired``) the same rows of every group. None when fewer than half the
+    draws give a value."""
+    if not groups or any(len(g) < 2 for g in groups):
+        return None
+    rng = np.random.default_rng(SEED)
+    got: list[float] = []
+    for _ in range(DRAWS):
+        if paired:
+            rows = rng.integers(0, len(groups[0]), len(groups[0]))
+            draw = [g[rows] for g in groups]
+        else:
+            draw = [g[rng.integers(0, len(g), len(g))] for g in groups]
+        value = statistic(*draw)
+        if not isinstance(value, str) and math.isfinite(value):
+            got.append(value)
+    if len(got) < DRAWS / 2:
+        return None
+    return (float(np.percentile(got, 2.5)), float(np.percentile(got, 97.5)))
+
+
+def one_sample_d(a: np.ndarray) -> float | str:
+    """``compare_quality_distributions``'s d: (mean - 0.5) / SD (ddof 1)."""
+    if len(a) < 2:
+        return "a one-sample d needs at least 2 scored events"
+    sd = float(a.std(ddof=1))
+    return (float(a.mean()) - BASELINE) / sd if sd > 1e-12 else "no spread: d undefined"
+
+
+def _d_items(key: str, label: str, d: float | str, ci: tuple[float, float] | None) -> list[Item]:
+    out: list[Item] = [_scalar(key, label, d)]
+    if ci is not None and not isinstance(d, str):
+        out += [
+            Scalar(f"{key}_ci_low", f"{label}: 95% bootstrap CI, low", ci[0]),
+            Scalar(f"{key}_ci_high", f"{label}: 95% bootstrap CI, high", ci[1]),
+        ]
+    return out
+
+
+def single_agent_items(wh: Warehouse, society: str) -> list[Item]:
+    """Cohen's d of the events' solution quality against single-agent attempts: matched (the paper's text,
+    beside -0.88) and unmatched (a variant), and the public code's d against 0.5 (a variant)."""
+    _n, events, _ = attempts(wh, "cooperation_md_events", society)
+    n_single, singles, _ = attempts(wh, "cooperation_single_agent", society)
+    ev = np.asarray([e.quality for e in events], dtype=float)
+    matched, outside = match(events, singles)
+    base = np.asarray([a.quality for a in matched], dtype=float)
+    every = np.asarray([a.quality for a in singles], dtype=float)
+    if not len(ev):
+        d: float | str = "no scored cooperation event"
+    elif not len(singles):
+        d = "no scored single-agent attempt (a technical thread nobody but its author wrote in)"
+    else:
+        d = two_group_d(ev, base)
+    all_d = two_group_d(ev, every) if len(ev) and len(every) else d
+    label = (
+        "Cohen's d of solution quality, cooperation events against a matched single-agent baseline (the "
+        "paper's text; matching ours: the same submolt's single-agent attempt posted nearest in time)"
+    )
+    v = "cooperation.variant_"
+    return [
+        Scalar("cooperation.single_agent_threads", "Single-agent technical threads", n_single),
+        Scalar("cooperation.single_agent_scored", "Single-agent attempts with a text to score", len(singles)),
+        Scalar(
+            "cooperation.matched_outside_submolt",
+            "Events matched to an attempt of another submolt (their own has none)",
+            outside if len(ev) and len(singles) else None,
+            None if len(ev) and len(singles) else (d if isinstance(d, str) else None),
+        ),
+        Scalar(
+            "cooperation.baseline_mean_quality",
+            "Mean quality of the matched single-agent attempts",
+            float(base.mean()) if len(base) and len(ev) else None,
+            None if len(base) and len(ev) else str(d),
+        ),
+        *_d_items("cooperation.cohens_d", label, d, bootstrap_ci([ev, base], two_group_d, paired=True)),
+        *_d_items(
+            v + "single_agent_all.cohens_d",
+            "variant: Cohen's d against every single-agent attempt, unmatched",
+            all_d,
+            bootstrap_ci([ev, every], two_group_d),
+        ),
+        *_d_items(
+            v + "public_code.cohens_d",
+            "variant: the public code's Cohen's d against the constant 0.5: (mean - 0.5) / SD",
+            one_sample_d(ev) if len(ev) else "no scored cooperation event",
+            bootstrap_ci([ev], one_sample_d),
+        ),
+    ]
 
 
 # --- variant: quality of the whole thread against unmatched technical posts ----------------------------
@@ -221,11 +391,6 @@ def _published_items(pub: Published) -> list[Item]:
             "p-value against 0.5: Wilcoxon signed-rank test of quality - 0.5",
             pub.wilcoxon_p,
         ),
-        _scalar(
-            "cooperation.cohens_d",
-            "Cohen's d of solution quality against the 0.5 baseline: (mean - 0.5) / SD",
-            pub.cohens_d,
-        ),
         Table(
             "cooperation.solution_flags",
             "Extracted solutions: share of scored events with each quality flag (public Molt Dynamics code)",
@@ -292,5 +457,9 @@ def _variant_items(wh: Warehouse, society: str) -> list[Item]:
 
 
 def items(wh: Warehouse, society: str) -> list[Item]:
-    """The published definition's items, then the labelled whole-thread variant."""
-    return [*_published_items(published(wh, society)), *_variant_items(wh, society)]
+    """The published definition's items, d against single agents, then the labelled whole-thread variant."""
+    return [
+        *_published_items(published(wh, society)),
+        *single_agent_items(wh, society),
+        *_variant_items(wh, society),
+    ]

@@ -17,13 +17,15 @@
 --   order) that contains a backtick (the code tests '```' or '`'), else the last comment's text.
 -- The solution is scored in Python (report/cooperation.py) with the code's own regular expressions.
 CREATE OR REPLACE VIEW cooperation_md_events AS
-SELECT society, post_id, author, comments, participants, minutes, solution
+SELECT society, post_id, author, submolt, posted_at, comments, participants, minutes, solution
 FROM
 (
     SELECT
         society,
         post_id,
         anyIf(actor, type = 'post_created')                                  AS author,
+        anyIf(submolt, type = 'post_created')                                AS submolt,
+        minIf(occurred_at, type = 'post_created')                            AS posted_at,
         countIf(type = 'comment_created')                                    AS comments,
         uniqExact(actor)                                                     AS participants,
         (toUnixTimestamp64Micro(max(occurred_at)) - toUnixTimestamp64Micro(min(occurred_at))) / 60000000.0
@@ -46,6 +48,44 @@ FROM
     HAVING countIf(type = 'post_created') > 0 AND comments >= 5
 )
 WHERE technical AND participants >= 3 AND minutes >= 30;
+
+-- cooperation_single_agent: the single-agent attempts that the matched baseline of the cooperation Cohen's d
+-- is drawn from. The paper's text: cooperative outcomes "significantly worse than a matched single-agent
+-- baseline" (d = -0.88); its public code's baseline (BaselineComparator.collect_individual_baselines) is a
+-- placeholder returning nothing, so this rule is ours, said in report/cooperation.py:
+-- * technical: the events' keyword rule on the same text (title, body and every comment),
+-- * single agent: nobody but the post's author wrote in the thread (its own comments count),
+-- * attempt: the last of the author's texts (the post's body, then its comments in time order) that
+--   contains a backtick, else the last of them: the events' solution rule, with the body as the first text.
+CREATE OR REPLACE VIEW cooperation_single_agent AS
+SELECT society, post_id, author, submolt, posted_at, solution
+FROM
+(
+    SELECT
+        society,
+        post_id,
+        anyIf(actor, type = 'post_created')                                  AS author,
+        anyIf(submolt, type = 'post_created')                                AS submolt,
+        minIf(occurred_at, type = 'post_created')                            AS posted_at,
+        uniqExact(actor)                                                     AS participants,
+        arraySort(x -> (x.1, x.2),
+                  groupArrayIf((occurred_at, comment_id, content), type = 'comment_created')) AS thread,
+        arrayConcat([anyIf(content, type = 'post_created')], arrayMap(x -> x.3, thread))     AS texts,
+        concat(anyIf(title, type = 'post_created'), ' ',
+               arrayStringConcat(texts, ' '))                                AS all_text,
+        multiSearchAnyCaseInsensitiveUTF8(all_text,
+            ['error', 'bug', 'fix', 'issue', 'problem', 'help', 'solution', 'solve', 'debug', 'crash',
+             'exception', 'fail', 'broken', 'stuck', 'how to', 'implement', 'code', 'function', 'method',
+             'class', 'api', 'library'])                                     AS technical,
+        if(arrayExists(t -> position(t, '`') > 0, texts),
+           arrayLast(t -> position(t, '`') > 0, texts),
+           texts[-1])                                                        AS solution
+    FROM events FINAL
+    WHERE post_id != '' AND type IN ('post_created', 'comment_created')
+    GROUP BY society, post_id
+    HAVING countIf(type = 'post_created') > 0
+)
+WHERE technical AND participants = 1;
 
 -- superminds_posts: one row per post with what the Superminds paper's Figure 5 plots against popularity.
 -- * upvotes: up-votes only (the paper bins posts by upvotes, not by score): individual +1 votes on the

@@ -33,13 +33,24 @@ class Threads:
         self.n = 0
         self.hour = 0
 
-    def thread(self, title: str, body: str, comments: list[tuple[str, str]], minutes: float) -> str:
-        """A post by "op" and ``comments`` (author, text), spread evenly over ``minutes``."""
+    def thread(
+        self,
+        title: str,
+        body: str,
+        comments: list[tuple[str, str]],
+        minutes: float,
+        *,
+        hour: int | None = None,
+        submolt: str = "general",
+    ) -> str:
+        """A post by "op" and ``comments`` (author, text), spread evenly over ``minutes``; posted 2 hours
+        after the last thread, or at ``hour``."""
         self.n += 1
-        self.hour += 2
-        start = T0 + timedelta(hours=self.hour)
+        if hour is None:
+            self.hour += 2
+        start = T0 + timedelta(hours=self.hour if hour is None else hour)
         pid = f"p{self.n}"
-        post = {"post_id": pid, "submolt": "general", "title": title, "content": body}
+        post = {"post_id": pid, "submolt": submolt, "title": title, "content": body}
         self.events.append(
             PostCreated(event_id=uuid7(start), society=SOC, actor="op", occurred_at=start, body=post)
         )
@@ -100,7 +111,20 @@ def _society() -> tuple[list[Event], dict[str, float]]:
     t.thread(
         "Sunny day", "hello", [("a", "nice"), ("b", "cool"), ("c", "wow"), ("a", "yay"), ("b", "ok")], 60
     )
+    # single-agent attempts (nobody but "op" writes; the events above are at hours 2, 4, 6, 8 and 10):
+    # hour 3: the body "`a`" (code + balanced = 0.5)
+    t.thread("Bug", "`a`", [], 0, hour=3)
+    # hour 9: no backtick: the author's last text, its own comment (# + assert + balanced = 0.7)
+    t.thread("It fails", "see below", [("op", "# note\nassert ok")], 10, hour=9)
+    # hour 5, another submolt: 0.8 (code + test + balanced); never the match of a "general" event
+    t.thread("Crash", "```py\nassert x\n```", [], 0, hour=5, submolt="other")
+    # not scored (empty attempt), and not technical: neither is ever a match
+    t.thread("Help", "", [], 0, hour=7)
+    t.thread("Sunny", "nice day", [], 0, hour=11)
     return t.events, expected
+
+
+SINGLE_AGENT = {"general": [(3, 0.5), (9, 0.7)], "other": [(5, 0.8)]}  # submolt: (hour, quality)
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +167,9 @@ def test_published_statistics_against_hand_values(stored: tuple[ClientWarehouse,
     assert s["cooperation.scored_events"].value == 5
     assert s["cooperation.success_rate"].value == pytest.approx(2 / 5)  # 1.0 and 0.7; 0.5 is not > 0.5
     assert s["cooperation.mean_quality"].value == pytest.approx(0.48)
-    assert s["cooperation.cohens_d"].value == pytest.approx((0.48 - 0.5) / math.sqrt(0.157))
+    assert s["cooperation.variant_public_code.cohens_d"].value == pytest.approx(
+        (0.48 - 0.5) / math.sqrt(0.157)
+    )
     assert s["cooperation.p_value"].value == pytest.approx(2 * stats.t.sf(abs(t), n - 1))
     w = s["cooperation.wilcoxon_p"].value
     assert w is not None
@@ -151,6 +177,45 @@ def test_published_statistics_against_hand_values(stored: tuple[ClientWarehouse,
     flags = next(i for i in items if isinstance(i, Table) and i.key == "cooperation.solution_flags")
     # has_code: events 1, 2; has_comments: 1, 3; has_tests: 1, 3; syntax_valid: all but event 4
     assert flags.rows[0][3:] == pytest.approx([2 / 5, 2 / 5, 2 / 5, 4 / 5])
+
+
+def _pooled_d(a: list[float], b: list[float]) -> float:
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    ss = sum((x - ma) ** 2 for x in a) + sum((x - mb) ** 2 for x in b)
+    return (ma - mb) / math.sqrt(ss / (len(a) + len(b) - 2))
+
+
+def test_d_against_a_matched_single_agent_baseline(stored: tuple[ClientWarehouse, dict[str, float]]) -> None:
+    """Each event (hours 2-10, "general") is matched to the "general" attempt posted nearest in time:
+    hour 2 -> 3, 4 -> 3, 6 -> 3 (a tie with 9: the earlier), 8 -> 9, 10 -> 9."""
+    wh, expected = stored
+    s = {i.key: i for i in cooperation.items(wh, SOC) if isinstance(i, Scalar)}
+    events = [expected[f"p{k}"] for k in range(1, 6)]  # in time order: 1.0, 0.5, 0.7, 0.0, 0.2
+    hours = [2, 4, 6, 8, 10]
+    pool = SINGLE_AGENT["general"]
+    matched = [min(pool, key=lambda hq, h=h: (abs(hq[0] - h), hq[0]))[1] for h in hours]
+    assert matched == [0.5, 0.5, 0.5, 0.7, 0.7]
+    assert s["cooperation.single_agent_threads"].value == 4  # hours 3, 9, 5 and the empty one at 7
+    assert s["cooperation.single_agent_scored"].value == 3
+    assert s["cooperation.matched_outside_submolt"].value == 0
+    assert s["cooperation.baseline_mean_quality"].value == pytest.approx(sum(matched) / 5)
+    assert s["cooperation.cohens_d"].value == pytest.approx(_pooled_d(events, matched))
+    low, high = s["cooperation.cohens_d_ci_low"].value, s["cooperation.cohens_d_ci_high"].value
+    assert low is not None
+    assert high is not None
+    assert low <= s["cooperation.cohens_d"].value <= high
+    every = [q for attempts in SINGLE_AGENT.values() for _h, q in attempts]
+    assert s["cooperation.variant_single_agent_all.cohens_d"].value == pytest.approx(_pooled_d(events, every))
+
+
+def test_events_of_a_submolt_without_attempts_are_matched_across_submolts() -> None:
+    at = cooperation.Attempt
+    events = [at("e1", "x", 100.0, 1.0), at("e2", "general", 100.0, 0.5)]
+    singles = [at("s1", "general", 40.0, 0.2), at("s2", "other", 90.0, 0.3), at("s3", "general", 160.0, 0.4)]
+    matched, outside = cooperation.match(events, singles)
+    assert [m.post_id for m in matched] == ["s2", "s1"]  # e2: 60 s either side, the earlier wins
+    assert outside == 1
+    assert cooperation.match(events, []) == ([], 0)
 
 
 def test_published_values_sit_only_beside_the_published_definition(

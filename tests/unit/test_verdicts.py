@@ -143,7 +143,10 @@ def test_comparisons_apply_their_rules() -> None:
                 Scalar("roles.k", "k", 3),
                 Scalar("roles.active_agents", "agents", 5661),
                 Scalar("roles.peripheral_share", "share", 0.93),
-                Scalar("cooperation.cohens_d", "d", -0.99),
+                Scalar("cooperation.cohens_d", "d", 0.17),
+                Scalar("cooperation.cohens_d_ci_low", "lo", 0.02),
+                Scalar("cooperation.cohens_d_ci_high", "hi", 0.31),
+                Scalar("cooperation.variant_public_code.cohens_d", "against 0.5", -0.99),
                 Scalar("collective.top1_share_trend", "tau", -0.8),
             )
         )
@@ -164,7 +167,12 @@ def test_comparisons_apply_their_rules() -> None:
     assert share.verdict == "reproduced"
     assert share.study is not None
     assert share.study.ci == pytest.approx(wilson(0.93, 5661))
-    assert got["cooperation.cohens_d"].verdict == "not comparable"
+    d = got["cooperation.cohens_d"]  # against single agents the sign is the opposite of the published one
+    assert d.verdict == "differs"
+    assert "both" not in d.why  # -0.88 and 0.17 lie on either side of no effect (0)
+    assert d.spread == (-0.99, 0.17)
+    assert d.study is not None
+    assert d.study.ci == (0.02, 0.31)
     assert got["collective.top1_share_trend"].verdict == "reproduced"
     table = section(list(got.values())).items[0]
     assert isinstance(table, Table)
