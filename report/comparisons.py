@@ -128,10 +128,12 @@ SPECS: dict[str, Spec] = {
             "cooperation.variant_thread.cohens_d": "ours earlier: whole-thread quality vs technical posts",
         },
     ),
-    "roles.k": Spec("6 structural roles (Molt Dynamics)", not_comparable=_roles_k),
-    "roles.silhouette": Spec("silhouette 0.91 (Molt Dynamics)"),
+    "roles.k": Spec("6 structural roles (Molt Dynamics)", not_comparable=_roles_k, null="roles.null_k"),
+    "roles.silhouette": Spec("silhouette 0.91 (Molt Dynamics)", null="roles.null_silhouette"),
     "roles.peripheral_share": Spec(
-        "93.5% in the peripheral role (Molt Dynamics)", n_key="roles.active_agents"
+        "93.5% in the peripheral role (Molt Dynamics)",
+        n_key="roles.active_agents",
+        null="roles.null_peripheral_share",
     ),
     "individual.feedback_net_progress": Spec(
         "feedback adaptation near 0 (socialization study)", reference=0.0
@@ -210,7 +212,8 @@ def compare(s: Scalars) -> list[Comparison]:
         keys_more = [key, *_variant_keys(s, key), *spec.variants]
         others = [_reading(s, k, spec, None) for k in dict.fromkeys(keys_more) if k != study_key]
         readings = [r for r in [study, *others] if r is not None]
-        null = _reading(s, spec.null, spec, None) if spec.null else None
+        # the null is of the same population: a share of it gets the same Wilson interval
+        null = _reading(s, spec.null, spec, n_key) if spec.null else None
         why_not = spec.not_comparable(s) if spec.not_comparable else None
         if sc.published is None and key not in CLAIMS:
             why_not = "the society's texts are synthetic: a measure of what texts say means nothing here"

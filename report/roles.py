@@ -15,6 +15,12 @@ same clustering on the agents with at least one interaction edge only, which is 
 report as the study value (and what the later re-analysis ``scripts/run_rigor.py``, ``task1_clusters``,
 clusters: the igraph graph's nodes).
 
+Null society (keys ``roles.null_k``, ``roles.null_silhouette``, ``roles.null_peripheral_share``, beside
+each published role figure as its null): the same population and clustering on the interaction graph with
+every comment's target shuffled (``shuffled_targets``: each agent writes and receives as many comments as
+it did, who answers whom is random). A role structure the null society shows as well is what the activity
+distribution alone gives, not structure of the network.
+
 The graph is the whole history's interaction graph (view ``interaction_edges``: commenter -> author of
 what it answers, self-edges dropped, weight = number of comments). Per agent, five features, as
 ``features.FeatureExtractor.compute_centrality_metrics`` computes them with networkx:
@@ -48,6 +54,7 @@ ours.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -79,6 +86,7 @@ VARIANT = "roles.variant_graph_only"
 VARIANT_LABEL = "variant: graph-only (agents with an interaction edge): "
 _SILHOUETTE_CHUNK = 2_048
 PERIPHERAL_LABEL = "Share of agents in the largest (peripheral) cluster"
+NULL_LABEL = "null society (every comment's target shuffled)"
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,22 @@ def agent_features(edges: list[tuple[str, str, float]]) -> AgentFeatures:
         ]
     )
     return AgentFeatures(agents, matrix, used)
+
+
+def shuffled_targets(edges: list[tuple[str, str, float]], seed: int = SEED) -> list[tuple[str, str, float]]:
+    """The null society's interaction graph: every comment keeps its writer and gets a target drawn from all
+    comments' targets without replacement (one random permutation, seeded), so each agent writes and
+    receives as many comments as it did; who answers whom is random. A comment drawn onto its own writer is
+    dropped, as self-edges are from the graph."""
+    if not edges:
+        return []
+    weights = np.asarray([int(w) for _s, _d, w in edges], dtype=np.int64)
+    src = np.repeat(np.arange(len(edges)), weights)
+    dst = np.random.default_rng(seed).permutation(src)
+    pairs: Counter[tuple[str, str]] = Counter(
+        (edges[s][0], edges[d][1]) for s, d in zip(src.tolist(), dst.tolist(), strict=True)
+    )
+    return sorted((s, d, float(n)) for (s, d), n in pairs.items() if s != d)
 
 
 def study_population(graph: AgentFeatures, active: Iterable[str]) -> AgentFeatures:
@@ -246,8 +270,10 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     peripheral share of the study population (keys ``roles.k`` ...) and of the variant (keys
     ``roles.variant_graph_only.*``, no published value); a table of clusters for each; silhouette by k.
     """
-    graph = agent_features(interaction_graph(wh, society))
-    study = study_population(graph, active_agents(wh, society))
+    edges = interaction_graph(wh, society)
+    active = active_agents(wh, society)
+    graph = agent_features(edges)
+    study = study_population(graph, active)
     n_active, n_graph = len(study.agents), len(graph.agents)
     log.info("roles", society=society, active_agents=n_active, graph_agents=n_graph)
     out: list[Item] = [
@@ -298,10 +324,18 @@ def items(wh: Warehouse, society: str) -> list[Item]:
             series.append(
                 Series(population, [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")
             )
+    null = study_population(agent_features(shuffled_targets(edges)), active)
+    best_null, why_null = _best_clustering(null, n_active)
+    out += _null_items(null, best_null, why_null)
+    if best_null is not None:
+        ks = sorted(best_null.silhouettes)
+        series.append(
+            Series(NULL_LABEL, [float(k) for k in ks], [best_null.silhouettes[k] for k in ks], style="line")
+        )
     out.append(
         Figure(
             "roles.silhouette_by_k",
-            "Silhouette of k-means by number of clusters: all active agents (study), graph-only variant",
+            "Silhouette of k-means by number of clusters: active agents (study), graph-only variant, null",
             "k",
             "silhouette",
             series,
@@ -361,4 +395,21 @@ def _population_items(
             ["cluster", "agents", "share", *(f"mean {f}" for f in FEATURES)],
             rows,
         ),
+    ]
+
+
+def _null_items(feats: AgentFeatures, best: Clustering | None, reason: str | None) -> list[Item]:
+    """k, silhouette and peripheral share of the null society (``shuffled_targets``)."""
+    labels = {
+        "roles.null_k": "Number of roles (best k)",
+        "roles.null_silhouette": "Silhouette of the best k",
+        "roles.null_peripheral_share": PERIPHERAL_LABEL,
+    }
+    if best is None:
+        return [Scalar(key, f"{NULL_LABEL}: {label}", None, reason) for key, label in labels.items()]
+    sizes = np.bincount(best.labels, minlength=best.k)
+    values = [best.k, best.silhouette, float(sizes.max()) / len(feats.agents)]
+    return [
+        Scalar(key, f"{NULL_LABEL}: {label}", value)
+        for (key, label), value in zip(labels.items(), values, strict=True)
     ]

@@ -470,6 +470,18 @@ def test_roles_items_shape(stored: tuple[ClientWarehouse, dict[str, list[Event]]
     assert [r[1] for r in table.rows] == sorted((r[1] for r in table.rows), reverse=True)  # type: ignore[type-var]
     fig = next(i for i in items if isinstance(i, Figure))
     assert fig.series[0].x == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    # the null society (targets shuffled) is clustered like the study population, all 61 agents active
+    s = scalars(items)
+    null_k = s["roles.null_k"].value
+    assert null_k is not None
+    assert 3 <= null_k <= 8
+    assert fig.series[-1].name == roles.NULL_LABEL
+    assert (
+        dict(zip(fig.series[-1].x, fig.series[-1].y, strict=True))[null_k] == s["roles.null_silhouette"].value
+    )
+    share = s["roles.null_peripheral_share"].value
+    assert share is not None
+    assert share * 61 == pytest.approx(round(share * 61))  # a count of the 61 agents
 
 
 def test_betweenness_source_sampling_is_scaled_and_reported(monkeypatch: pytest.MonkeyPatch):
