@@ -16,6 +16,14 @@ our reading (``warehouse/molt_dynamics.sql``) in three places:
   chosen by the KS distance (Clauset et al. 2009, ``streams.powerlaw_fit``), as the paper's text says
   ("Clauset methodology" in the code's docstring).
 
+* **network-following cascades** (``network_sizes``, keys ``cascades.variant_network.*``): plain phrase
+  counts call every user of a phrase an adopter; a cascade that spreads *through* the network counts only
+  the adoptions exposed by an earlier adopter the agent interacted with (a predecessor in the interaction
+  graph that used the phrase strictly earlier: the exposure of the published Cox model), plus the
+  cascade's first adoption. Its size is 1 + those adoptions; cascades with none (size 1) are no network
+  cascade; alpha is fitted on the others. Computed on the cascades the saturation models use (a hash
+  sample of whole cascades above their cap, said in the label).
+
 Each (definition, estimator) pair is one reading, with a bootstrap 95% interval (cascades resampled with
 replacement, ``report.verdicts.bootstrap``). Keys: ``cascades.alpha_ci_*`` (ours), ``cascades.variant_hill.*``
 (our cascades, the code's estimator), ``cascades.variant_public_code.*`` (the code's cascades, with its
@@ -25,8 +33,12 @@ estimator ``alpha_hill`` and with the Clauset fit ``alpha``).
 from __future__ import annotations
 
 import math
+from collections import Counter
+
+import numpy as np
 
 from molt_society.report.model import Item, Scalar
+from molt_society.report.saturation import Diffusion, Structure, adopter_exposure
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import Interval, bootstrap
 from molt_society.streams.powerlaw_fit import fit_discrete_power_law
@@ -34,6 +46,7 @@ from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 REPLICATES = 200  # bootstrap replicates per reading (the interval's ends move by ~0.01 between seeds)
 PUBLIC = "cascades.variant_public_code"
 HILL = "cascades.variant_hill"
+NETWORK = "cascades.variant_network"
 
 
 def public_code_sizes(wh: Warehouse, society: str) -> dict[int, int]:
@@ -130,3 +143,30 @@ def items(wh: Warehouse, society: str, ours: dict[int, int]) -> list[Item]:
     )
     out += _reading(f"{PUBLIC}.alpha", f"{label}, Clauset's discrete fit", public, "clauset", 4)
     return out
+
+
+def network_sizes(d: Diffusion, s: Structure) -> tuple[dict[int, int], int]:
+    """Histogram ``{size: cascades}`` of network-following cascade sizes (1 + adoptions exposed by an
+    earlier adopting predecessor), sizes >= 2 only, and the number of such adoptions."""
+    followed = adopter_exposure(d, s, d.hours) > 0
+    sizes = 1 + np.bincount(d.cascade[followed], minlength=d.n_cascades)
+    histogram = Counter(int(x) for x in sizes if x >= 2)
+    return dict(sorted(histogram.items())), int(followed.sum())
+
+
+def network_items(d: Diffusion, s: Structure, sampled: bool) -> list[Item]:
+    """The network-following reading of the cascade count, propagation events and alpha."""
+    histogram, adoptions = network_sizes(d, s)
+    label = "variant: network-following cascades (adoptions exposed by an earlier adopter interacted with)"
+    if sampled:
+        label += " [in the sampled cascades]"
+    return [
+        Scalar(f"{NETWORK}.count", f"{label}: cascades", sum(histogram.values()), unit="cascades"),
+        Scalar(
+            f"{NETWORK}.propagation_events",
+            f"{label}: adoptions after the first that followed the network",
+            adoptions,
+            unit="adoptions",
+        ),
+        *_reading(f"{NETWORK}.alpha", f"{label}, Clauset's discrete fit", histogram, "clauset", 5),
+    ]

@@ -36,7 +36,15 @@ from scipy.special import zeta
 
 from molt_society.report import cascade_variants
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
-from molt_society.report.saturation import CoxResult, Diffusion, LogitResult, Null, Saturation, analyse
+from molt_society.report.saturation import (
+    CoxResult,
+    Diffusion,
+    LogitResult,
+    Null,
+    Saturation,
+    analyse,
+    structure,
+)
 from molt_society.report.source import Warehouse, quoted
 from molt_society.streams.powerlaw_fit import (
     MIN_DISTINCT_VALUES,
@@ -127,6 +135,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     d, used = diffusion(wh, society, adoptions)
     sat = analyse(d)
     sampled = used < n_cascades
+    out += cascade_variants.network_items(d, structure(d), sampled)
     out.append(
         Scalar(
             "cascades.propagation_events",

@@ -91,11 +91,12 @@ SPECS: dict[str, Spec] = {
             "cascades.variant_hill.alpha": "ours, the public code's estimator (Hill, x_min = smallest)",
             "cascades.variant_public_code.alpha_hill": "the public code: 2-5-grams, >= 5 adopters; Hill",
             "cascades.variant_public_code.alpha": "the public code's cascades; Clauset discrete fit",
+            "cascades.variant_network.alpha": "ours, network-following adoptions only; Clauset fit",
         },
     ),
     "cascades.propagation_events": Spec(
         "10,323 propagation events (Molt Dynamics)",
-        variants=("cascades.count", "cascades.variant_public_code.count"),
+        variants=("cascades.count", "cascades.variant_public_code.count", "cascades.variant_network.count"),
         not_comparable=_propagation,
     ),
     "saturation.cox_hazard_ratio": Spec(
