@@ -30,6 +30,7 @@ import numpy as np
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Figure, Item, Scalar, Series
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
 MIN_POSTS = 3  # "For each author with three or more posts" (S4.1)
 AUTONOMOUS_BELOW = 0.5  # very regular (< 0.3) + regular (0.3-0.5)
@@ -78,7 +79,9 @@ def _cv_items(rows: list[tuple[int, float | None]], prefix: str, label: str, pub
     out += [
         Scalar(keys[0][0], keys[0][1], float(np.mean(covs < AUTONOMOUS_BELOW))),
         Scalar(keys[1][0], keys[1][1], float(np.median(covs))),
+        *ci_scalars(keys[1][0], keys[1][1], bootstrap_values(covs, np.median)),
         Scalar(keys[2][0], keys[2][1], float(np.mean(covs))),
+        *ci_scalars(keys[2][0], keys[2][1], bootstrap_values(covs)),
     ]
     if published:
         counts = {name: 0 for name, *_ in CLASSES}

@@ -33,6 +33,7 @@ from molt_society.report import superminds_judge as sj
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Table
 from molt_society.report.probe_runs import ProbeError, load_run, replies, run_dir
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import bootstrap_values, ci_scalars
 from molt_society.runtime.settings import Settings, get_settings
 from molt_society.runtime.stack_state import model_server_url
 
@@ -130,6 +131,28 @@ def depth_items(wh: Warehouse, society: str) -> list[Item]:
             no_top,
             published=9.8,
             published_source=FIG5,
+        ),
+        *top_bin_cis(wh, society, no_top),
+    ]
+
+
+def top_bin_cis(wh: Warehouse, society: str, no_top: str | None) -> list[Item]:
+    """Bootstrap 95% CIs (posts resampled) of the 8+ bin's mean depth and mean unique repliers."""
+    rows = wh.query(
+        f"SELECT depth, repliers FROM superminds_posts WHERE society = {quoted(society)} AND bin = 4 "
+        "ORDER BY post_id"
+    ).rows
+    depth = [float(r[0]) for r in rows]
+    repliers = [float(r[1]) for r in rows]
+    return [
+        *ci_scalars(
+            "superminds.depth_8plus", "Mean thread depth, 8+ upvotes", bootstrap_values(depth, seed=1), no_top
+        ),
+        *ci_scalars(
+            "superminds.repliers_8plus",
+            "Mean unique repliers, 8+ upvotes",
+            bootstrap_values(repliers, seed=2),
+            no_top,
         ),
     ]
 

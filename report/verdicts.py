@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from molt_society.report.model import ComparisonReading
+from molt_society.report.model import ComparisonReading, Scalar
 
 Verdict = Literal["reproduced", "same direction", "differs", "not comparable"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "same direction", "differs", "not comparable")
@@ -148,6 +148,36 @@ def bootstrap(
     if len(got) < replicates / 2:
         return None
     return (float(np.percentile(got, 2.5)), float(np.percentile(got, 97.5)))
+
+
+def bootstrap_values(
+    values: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    *,
+    replicates: int = 1_000,
+    seed: int = 0,
+) -> Interval | None:
+    """Percentile 95% interval of ``statistic`` (a mean, a median, ...) over ``values`` resampled with
+    replacement (the units: posts, agents). None for fewer than 2 values."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // arr.size)  # draws at once: at most ~16 MB of indices
+    got: list[float] = []
+    while len(got) < replicates:
+        draws = arr[rng.integers(0, arr.size, (min(chunk, replicates - len(got)), arr.size))]
+        got.extend(float(statistic(row)) for row in draws)
+    return (float(np.percentile(got, 2.5)), float(np.percentile(got, 97.5)))
+
+
+def ci_scalars(key: str, label: str, ci: Interval | None, why: str | None = None) -> list[Scalar]:
+    """``<key>_ci_low`` and ``<key>_ci_high`` (``report.comparisons`` finds a reading's CI by them)."""
+    reason = None if ci else (why or "fewer than 2 units to resample")
+    return [
+        Scalar(f"{key}_ci_low", f"{label}: 95% bootstrap CI, low", ci[0] if ci else None, reason),
+        Scalar(f"{key}_ci_high", f"{label}: 95% bootstrap CI, high", ci[1] if ci else None, reason),
+    ]
 
 
 def spread(readings: Sequence[Reading]) -> Interval | None:

@@ -269,6 +269,10 @@ def test_cv_classes_and_autonomous_share_as_li_2026(wh: RecordingWarehouse) -> N
     assert _value(items, "rhythm.autonomous_share") == pytest.approx(3 / 6)
     assert _value(items, "rhythm.cv_median") == pytest.approx(statistics.median(covs.values()), rel=1e-9)
     assert _value(items, "rhythm.cv_mean") == pytest.approx(statistics.fmean(covs.values()), rel=1e-9)
+    for q in ("cv_median", "cv_mean"):  # a bootstrap CI over the 6 agents: inside their range, around it
+        low, high = _value(items, f"rhythm.{q}_ci_low"), _value(items, f"rhythm.{q}_ci_high")
+        assert min(covs.values()) <= low <= _value(items, f"rhythm.{q}") <= high <= max(covs.values())
+        assert low < high
     for key, share in [
         ("rhythm.share_very_regular", 2 / 6),
         ("rhythm.share_regular", 1 / 6),

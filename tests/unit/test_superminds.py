@@ -129,6 +129,19 @@ def test_figure5_left_matches_the_hand_count(wh: ClientWarehouse) -> None:
     assert isinstance(repliers, Scalar)
     assert (depth.value, depth.published) == (1.5, 1.5)
     assert (repliers.value, repliers.published) == (2.5, 9.8)
+    # the 8+ bin's two posts have depths 1 and 2: resampling them gives means 1, 1.5 and 2 with chances
+    # 1/4, 1/2, 1/4, so the 2.5% and 97.5% points of the bootstrap are 1 and 2
+    assert (items["superminds.depth_8plus_ci_low"].value, items["superminds.depth_8plus_ci_high"].value) == (
+        1,
+        2,
+    )
+    low, high = (
+        items["superminds.repliers_8plus_ci_low"].value,
+        items["superminds.repliers_8plus_ci_high"].value,
+    )
+    assert low is not None
+    assert high is not None
+    assert low < 2.5 < high
     fig = items["superminds.figure5_left"]
     assert isinstance(fig, Figure)
     assert fig.categories == ["0", "1", "2-3", "4-7", "8+"]

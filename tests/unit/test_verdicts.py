@@ -4,6 +4,8 @@ whose saturation the null also shows and one whose it does not."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from statsmodels.stats.proportion import proportion_confint
@@ -12,7 +14,15 @@ from molt_society.report.cascade_variants import clauset_alpha, hill_alpha
 from molt_society.report.comparisons import compare, section
 from molt_society.report.model import Scalar, Table
 from molt_society.report.published import annotate
-from molt_society.report.verdicts import NOT_DISTINGUISHABLE, Reading, bootstrap, judge, null_flag, wilson
+from molt_society.report.verdicts import (
+    NOT_DISTINGUISHABLE,
+    Reading,
+    bootstrap,
+    bootstrap_values,
+    judge,
+    null_flag,
+    wilson,
+)
 
 
 def test_inside_the_published_ci_is_reproduced() -> None:
@@ -177,3 +187,19 @@ def test_comparisons_apply_their_rules() -> None:
     table = section(list(got.values())).items[0]
     assert isinstance(table, Table)
     assert {row[6] for row in table.rows} == {"differs", "not comparable", "reproduced"}
+
+
+def test_bootstrap_of_values_matches_the_normal_theory_interval() -> None:
+    """The mean of 4,000 standard normal draws: its 95% interval is about +/- 1.96 / sqrt(4000)."""
+    values = np.random.default_rng(11).standard_normal(4_000)
+    ci = bootstrap_values(values)
+    assert ci is not None
+    half = 1.959964 * values.std(ddof=1) / math.sqrt(values.size)
+    assert ci[0] == pytest.approx(values.mean() - half, abs=0.15 * half)
+    assert ci[1] == pytest.approx(values.mean() + half, abs=0.15 * half)
+    med = bootstrap_values(values, np.median)
+    assert med is not None
+    assert med[0] < float(np.median(values)) < med[1]
+    assert med[1] - med[0] > ci[1] - ci[0]  # the median of a normal sample is the less efficient estimate
+    assert bootstrap_values([1.0]) is None
+    assert bootstrap_values(values, replicates=50) == bootstrap_values(values, replicates=50)  # seeded
