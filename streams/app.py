@@ -165,7 +165,6 @@ class Aggregator:
         self.taken = -1  # the offset of the newest partial the agent took
         self.group = kafka.group_id(society, "aggregate")  # the app's consumer group (create_app)
         self.lag_since: float | None = None
-        self.progress: tuple[int, int] | None = None  # (next offset up, -changelog records left) last seen
 
     def load_memory(self) -> InfluenceMemory:
         raw = self.influence.get("memory")
@@ -252,15 +251,9 @@ class Aggregator:
         # whichever is later: a restarted worker has taken nothing and has nothing to take when its group
         # committed every partial (seen: such a worker stopped as stalled 60 s after a restart, CI stop 38)
         next_up = max(self.taken + 1, done.get(tp) or 0)
-        # an agent that moved since the last look is not stalled, however long partials have kept arriving
-        # ahead of it: progress is a newer partial taken, a higher committed offset or changelog records
-        # recovered (a restarted worker recovering its tables takes nothing until it is done)
-        progress = (next_up, -self.recovery_remaining())
-        moved = self.progress is None or progress > self.progress
-        self.progress = progress
         if self.busy_since is not None or end is None or end <= next_up:
             self.lag_since = None
-        elif self.lag_since is None or moved:
+        elif self.lag_since is None:
             self.lag_since = time.monotonic()
         return self.lag_since
 

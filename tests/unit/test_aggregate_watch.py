@@ -49,7 +49,7 @@ def _aggregator(
     monkeypatch.setattr(app_mod, "LagReader", Ends)
     agg.bootstrap, agg.society, agg.ends, agg.group = "127.0.0.1:1", "s", None, "society.s.aggregate"
     agg.partials_tp = TP("society.s.partials", 0)
-    agg.busy_since, agg.taken, agg.lag_since, agg.progress = None, -1, None, None
+    agg.busy_since, agg.taken, agg.lag_since = None, -1, None
     # Faust's table recovery, as the watch reads it: not recovering unless a test says so
     recovery = SimpleNamespace(in_recovery=False, remaining=0)
     recovery.active_remaining_total = lambda: recovery.remaining
@@ -136,40 +136,5 @@ def test_a_restarted_worker_that_takes_nothing_committed_after_exits(monkeypatch
     agg = _aggregator(56, monkeypatch, clock, committed=50)  # partials 50-55 wait and are not taken
     _check(agg)
     clock[0] += AGGREGATE_STALL_S + 1
-    with pytest.raises(Exited):
-        _check(agg)
-
-
-def test_partials_arriving_ahead_of_an_agent_that_keeps_taking_them_is_no_stall(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """At every look one partial more is on the topic than the agent has taken (they keep coming as it
-    works): the agent moved since the last look, so the lag starts again."""
-    clock = [1000.0]
-    end = [56]
-    agg = _aggregator(end, monkeypatch, clock)
-    agg.taken = 54
-    for _ in range(5):
-        _check(agg)
-        clock[0] += AGGREGATE_STALL_S - 1
-        agg.taken += 3
-        end[0] += 3
-    _check(agg)  # no exit: 5 limits went by, the agent always one partial behind and moving
-
-
-def test_a_table_recovery_that_reads_on_is_no_stall_and_one_that_stops_is(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = [1000.0]
-    agg = _aggregator(56, monkeypatch, clock, committed=40)  # 16 partials wait for the recovery to end
-    recovery = agg.app.tables.recovery
-    recovery.in_recovery, recovery.remaining = True, 9_000
-    for _ in range(4):
-        _check(agg)
-        clock[0] += AGGREGATE_STALL_S - 1
-        recovery.remaining -= 2_000  # the changelogs are being read
-    assert agg.phase()["recovery_remaining"] == 1_000
-    _check(agg)
-    clock[0] += AGGREGATE_STALL_S + 1  # the recovery reads nothing more
     with pytest.raises(Exited):
         _check(agg)
