@@ -133,9 +133,10 @@ def items(wh: Warehouse, society: str) -> list[Item]:
 
     adoptions = sum(s * n for s, n in total_hist.items())
     d, used = diffusion(wh, society, adoptions)
-    sat = analyse(d)
+    indexed = structure(d)
+    sat = analyse(d, indexed=indexed)
     sampled = used < n_cascades
-    out += cascade_variants.network_items(d, structure(d), sampled)
+    out += cascade_variants.network_items(d, indexed, sampled)
     out.append(
         Scalar(
             "cascades.propagation_events",

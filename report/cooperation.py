@@ -55,6 +55,7 @@ from scipy import stats
 
 from molt_society.report.model import Item, Scalar, Table
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import ci_scalars
 
 FLAGS = ("has_code", "has_comments", "has_tests", "balanced")
 SOLUTION_FLAGS = ("has_code", "has_comments", "has_tests", "syntax_valid")
@@ -180,10 +181,10 @@ def attempts(wh: Warehouse, view: str, society: str) -> tuple[int, list[Attempt]
     return len(rows), scored, scores
 
 
-def published(wh: Warehouse, society: str) -> Published:
-    """The events of ``cooperation_md_events`` with their solutions scored here."""
-    n, _scored, solutions = attempts(wh, "cooperation_md_events", society)
-    return published_stats(n, solutions)
+def _events(wh: Warehouse, society: str) -> tuple[Published, list[Attempt]]:
+    """The published statistics and the scored events, from one read of ``cooperation_md_events``."""
+    n, scored, solutions = attempts(wh, "cooperation_md_events", society)
+    return published_stats(n, solutions), scored
 
 
 def match(events: Sequence[Attempt], singles: Sequence[Attempt]) -> tuple[list[Attempt], int]:
@@ -253,19 +254,13 @@ def one_sample_d(a: np.ndarray) -> float | str:
 
 
 def _d_items(key: str, label: str, d: float | str, ci: tuple[float, float] | None) -> list[Item]:
-    out: list[Item] = [_scalar(key, label, d)]
-    if ci is not None and not isinstance(d, str):
-        out += [
-            Scalar(f"{key}_ci_low", f"{label}: 95% bootstrap CI, low", ci[0]),
-            Scalar(f"{key}_ci_high", f"{label}: 95% bootstrap CI, high", ci[1]),
-        ]
-    return out
+    """A d and, where it has a value, its CI scalars (``report.comparisons`` finds them by key)."""
+    return [_scalar(key, label, d), *([] if isinstance(d, str) else ci_scalars(key, label, ci))]
 
 
-def single_agent_items(wh: Warehouse, society: str) -> list[Item]:
-    """Cohen's d of the events' solution quality against single-agent attempts: matched (the paper's text,
-    beside -0.88) and unmatched (a variant), and the public code's d against 0.5 (a variant)."""
-    _n, events, _ = attempts(wh, "cooperation_md_events", society)
+def single_agent_items(wh: Warehouse, society: str, events: list[Attempt]) -> list[Item]:
+    """Cohen's d of the scored ``events``' solution quality against single-agent attempts: matched (the
+    paper's text, beside -0.88) and unmatched (a variant), and the public code's d against 0.5 (a variant)."""
     n_single, singles, _ = attempts(wh, "cooperation_single_agent", society)
     ev = np.asarray([e.quality for e in events], dtype=float)
     matched, outside = match(events, singles)
@@ -458,8 +453,5 @@ def _variant_items(wh: Warehouse, society: str) -> list[Item]:
 
 def items(wh: Warehouse, society: str) -> list[Item]:
     """The published definition's items, d against single agents, then the labelled whole-thread variant."""
-    return [
-        *_published_items(published(wh, society)),
-        *single_agent_items(wh, society),
-        *_variant_items(wh, society),
-    ]
+    pub, events = _events(wh, society)
+    return [*_published_items(pub), *single_agent_items(wh, society, events), *_variant_items(wh, society)]
