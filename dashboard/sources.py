@@ -3,9 +3,9 @@
 - ``ClickHouseSource`` runs the panels' SQL where the data is, through the one access layer
   (``warehouse``): the running sink's ``/query`` endpoint when the embedded chDB is owned by a sink
   (``warehouse.running_sink``), else a read-only session of its own (a ClickHouse server, or the chDB
-  directory when nothing else holds it; then it is opened for one refresh and released again, so a sink
-  started later can take it). The access layer is synchronous: its calls run on worker threads, every
-  chDB call on the same one.
+  directory when nothing else holds it; then it is opened for one refresh and released again, and not
+  reopened while a sink claims it (``warehouse.claim``), so a sink started later takes it). The access
+  layer is synchronous: its calls run on worker threads, every chDB call on the same one.
 - ``BrokerWatch`` measures consumer lag the way ``society status`` does (``runtime.lag.LagReader``: high
   watermark from a real fetch minus each group's committed offset) with long-lived clients that reconnect
   by themselves, and keeps answering while the broker is unreachable: it then reports since when and the
@@ -29,6 +29,7 @@ from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role
 from molt_society.warehouse import QueryError, SessionReader, driver_errors, running_sink, user_limits
+from molt_society.warehouse.claim import claimed_by
 from molt_society.warehouse.sink_http import query_http
 
 log = get_logger(__name__)
@@ -96,6 +97,12 @@ class ClickHouseSource:
     def _direct(self, sql: str) -> Any:
         """``sql`` on this process's read-only session (opened on first use; the schema once a process)."""
         s = self.settings
+        if self._reader is None and s.chdb_path is not None and (pid := claimed_by(s.chdb_path)) is not None:
+            # a sink is taking the directory: opening it now could keep it from the sink
+            raise QueryError(
+                f"a sink (pid {pid}) is opening the chDB directory {s.chdb_path}; "
+                "the figures come through its /query once it serves"
+            )
         with driver_errors():
             if self._reader is None:
                 self._reader = SessionReader(

@@ -174,7 +174,7 @@ class ClickHouseSink:
         self.group_id = kafka.group_id(society, "sink")
         self.generation = Generation(settings, society)
         self.targets = targets(society, RecordKeys(settings.state_dir).problem)
-        self.store = Store(settings)
+        self.store = Store(settings, society)
         self.server = SinkServer(settings, society, self.group_id, self.stats, self.store)
 
     @property

@@ -16,6 +16,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
+from molt_society.warehouse.claim import drop_claim, write_claim
 from molt_society.warehouse.client import connect
 from molt_society.warehouse.schema import ensure_schema
 
@@ -35,8 +36,9 @@ class DataFolderGone(RuntimeError):
 class Store:
     """One ClickHouse client and the one thread that uses it."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, society: str = "") -> None:
         self.settings = settings
+        self.society = society
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clickhouse")
         self._client: Any = None
         self._folder: tuple[int, int] | None = None  # (device, inode) of the chDB folder at open
@@ -76,8 +78,11 @@ class Store:
     async def open(self, patience: float = 30.0) -> None:
         """Open ClickHouse and apply the schema; while another process holds the chDB directory only
         briefly (a dashboard reading a stored society releases it after each refresh), keep trying for
-        ``patience`` seconds."""
+        ``patience`` seconds. The directory is claimed first (``warehouse.claim``): such readers then stop
+        reopening it and wait for this sink's ``/query``."""
         deadline = time.monotonic() + patience
+        if self.settings.chdb_path is not None:
+            write_claim(self.settings.chdb_path, self.society)
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -88,6 +93,8 @@ class Store:
                 # message goes to stderr), so any failure to start the engine is retried for a while.
                 held = any(m in str(exc) for m in HELD_MESSAGES)
                 if self.settings.chdb_path is None or not held or time.monotonic() > deadline:
+                    if self.settings.chdb_path is not None:
+                        drop_claim(self.settings.chdb_path)
                     raise
                 log.warning("sink.chdb_busy", path=str(self.settings.chdb_path), retry_in_s=0.5)
                 await asyncio.sleep(0.5)
@@ -102,6 +109,8 @@ class Store:
 
         await self.run(close)
         self._executor.shutdown(wait=True)
+        if self.settings.chdb_path is not None:
+            drop_claim(self.settings.chdb_path)
 
 
 def warm_up(client: Any) -> None:

@@ -5,6 +5,8 @@ notebooks alike (``running_sink`` says which of the two it is):
 
 - the embedded chDB while a sink owns it (chDB allows one engine per directory): the sink's ``/query``,
   which runs the statement on its own read-only session, never on the insert path;
+- while a sink is starting on the embedded chDB (it claims the directory first, ``warehouse.claim``): that
+  sink's ``/query`` once it serves;
 - a ClickHouse server (``CLICKHOUSE_URL=http://...``; ``CLICKHOUSE_READER_URL`` for a read-only
   account), or chDB with nothing running: a read-only session of this process (``warehouse.guard``).
 
@@ -19,10 +21,12 @@ In a notebook::
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
+from molt_society.warehouse.claim import claimed_by
 from molt_society.warehouse.guard import ReadLimits, ReadOnlySession
-from molt_society.warehouse.result import Result
+from molt_society.warehouse.result import QueryError, Result
 from molt_society.warehouse.sink_http import query_http, running_sink_url
 
 
@@ -113,6 +117,22 @@ def running_sink(settings: Any, society: str | None = None) -> str | None:
     return running_sink_url(settings.state_dir, society)
 
 
+def _wait_for_claiming_sink(settings: Any, society: str | None, patience: float = 60.0) -> str | None:
+    """While a sink claims the chDB directory (``warehouse.claim``) but does not serve yet, wait for its
+    ``/query`` (up to ``patience`` s) rather than take the directory from it; None once nothing claims it."""
+    deadline = time.monotonic() + patience
+    while (pid := claimed_by(settings.chdb_path)) is not None:
+        if (url := running_sink(settings, society)) is not None:
+            return url
+        if time.monotonic() > deadline:
+            raise QueryError(
+                f"the sink (pid {pid}) claiming the chDB directory {settings.chdb_path} has not served "
+                f"for {patience:.0f} s; see its log (society status)"
+            )
+        time.sleep(0.2)
+    return running_sink(settings, society)
+
+
 def user_limits(settings: Any) -> ReadLimits:
     """The limits of a user's query (``society sql``, the dashboard, a notebook, the sink's ``/query``):
     ``query_timeout_seconds``, ``query_max_memory_bytes`` and ``query_max_result_bytes`` of ``settings``,
@@ -132,6 +152,8 @@ def open_reader(settings: Any = None, society: str | None = None) -> Reader:
 
         settings = get_settings()
     url = running_sink(settings, society)
+    if url is None and settings.chdb_path is not None:
+        url = _wait_for_claiming_sink(settings, society)
     if url is not None:
         return SinkReader(url)
     return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, user_limits(settings))
