@@ -37,6 +37,15 @@ count and removes any effect of the network on timing. Each statistic (published
 logistic square coefficient, time-varying log hazard ratio) is recomputed on ``PERMUTATIONS`` seeded
 shuffles; the report gives the null mean, 2.5/50/97.5 percentiles and the permutation p-value
 (one-sided towards saturation: share of shuffles at least as low as observed, (1 + k) / (1 + B)).
+
+**Rewired null** (``rewired``): the time shuffle keeps who adopts, and so the link between an agent's
+activity and its exposure (an active agent uses many phrases, early, and comments with other active
+agents); on a society without contagion whose agents differ in activity it still lets the logistic square
+term pass as saturation (tests/unit/test_saturation.py). This null keeps every adoption and rewires the
+interaction graph with each agent's in- and out-degree kept: what activity explains stays, what the
+network's actual ties explain goes. Every draw re-indexes the exposures and refits the three models, so it
+runs on its own seeded sample of whole cascades (``REWIRED_ROWS``) with ``REWIRED_NULLS``
+draws, and compares with the statistics observed on that same sample.
 """
 
 from __future__ import annotations
@@ -65,6 +74,12 @@ MAX_TV_ROWS = 400_000
 TV_PERMUTATION_ROW_BUDGET = 4_000_000
 """Rows x shuffles the time-varying null may fit; fewer shuffles than ``PERMUTATIONS`` when exceeded."""
 MIN_ROWS = 10
+REWIRED_NULLS = 200
+"""Draws of the rewired null (the graph rewired with degrees kept, ``rewired``), each re-indexed and
+refitted (seeded)."""
+REWIRED_ROWS = 150_000
+"""Counting-process rows of the rewired null's sample of whole cascades (as ``MAX_TV_ROWS``): each draw
+re-indexes the exposures and refits all three models, so the sample is smaller."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,35 @@ def since_seed(hours: FloatArray, seed: FloatArray) -> FloatArray:
     equal durations whatever their distance from the time origin (ties decide rank-based fits)."""
     rel: FloatArray = np.round((hours - seed) * 3.6e9) / 3.6e9
     return rel
+
+
+def rewired(d: Diffusion, rng: np.random.Generator, rounds: int = 50) -> tuple[Diffusion, int]:
+    """The interaction graph rewired with every agent's degrees kept (the rewired null): the edges' targets
+    are permuted, so each agent keeps how many agents it commented on and how many commented on it, and the
+    adoptions (who, which cascade, when) all stay; who exposes whom is drawn. Edges the permutation makes
+    self-loops or repeats get their targets permuted again with as many random others, up to ``rounds``
+    times; those still bad are dropped. Returns the rewired diffusion and how many edges were."""
+    m = d.src.size
+    dst = d.dst[rng.permutation(m)]
+    n = np.int64(max(d.n_nodes, 1))
+    for _ in range(rounds):
+        key = d.src * n + dst
+        order = np.argsort(key, kind="stable")
+        repeat = np.zeros(m, dtype=bool)
+        repeat[order[1:][np.diff(key[order]) == 0]] = True
+        bad = np.flatnonzero(repeat | (d.src == dst))
+        if bad.size == 0:
+            break
+        pool = np.union1d(bad, rng.choice(m, min(m, bad.size), replace=False))
+        dst[pool] = dst[pool[rng.permutation(pool.size)]]
+    key = d.src * n + dst
+    keep = d.src != dst
+    _, first = np.unique(key, return_index=True)
+    distinct = np.zeros(m, dtype=bool)
+    distinct[first] = True
+    keep &= distinct
+    out = Diffusion(d.cascade, d.agent, d.hours, d.src[keep], dst[keep], d.n_nodes, d.n_cascades)
+    return out, int(m - keep.sum())
 
 
 def shuffled_hours(d: Diffusion, rng: np.random.Generator) -> FloatArray:
@@ -486,6 +530,7 @@ class Saturation:
     cox_null: Null | None
     logit_null: Null | None
     tv_null: Null | None
+    rewired: RewiredNull
     propagation_events: int
     graph_nodes: int
     n_cascades: int
@@ -549,9 +594,12 @@ def analyse(
     seed: int = SEED,
     max_tv_rows: int = MAX_TV_ROWS,
     indexed: Structure | None = None,
+    rewired_draws: int = REWIRED_NULLS,
+    rewired_rows: int = REWIRED_ROWS,
 ) -> Saturation:
-    """Fit the published models and the time-varying model, and the permutation null of each.
-    ``indexed``: ``structure(d)``, where the caller has it already."""
+    """Fit the published models and the time-varying model, and the two nulls of each (adoption times
+    shuffled within cascade; the graph rewired with degrees kept, ``rewired``). ``indexed``:
+    ``structure(d)``, where the caller has it already."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     s = indexed if indexed is not None else structure(d)
@@ -575,6 +623,7 @@ def analyse(
         if isinstance(tv, CoxResult) and k < tv_perms:
             rt = tv_fit(intervals(tv_d, tv_s, shuffled_hours(tv_d, rng)), tv.log_hr)
             tv_vals.append(rt.log_hr if isinstance(rt, CoxResult) else math.nan)
+    act = rewired_null(*_bounded(d, s, rewired_rows, rng), rewired_draws, rng)
     expo, _ = published_rows(d, s, d.hours)
     seconds = time.perf_counter() - t0
     log.info(
@@ -592,12 +641,58 @@ def analyse(
         cox_null=null_summary(cox_obs, cox_vals) if cox_vals else None,
         logit_null=null_summary(logit.b_exposure2, logit_vals) if isinstance(logit, LogitResult) else None,
         tv_null=null_summary(tv.log_hr, tv_vals) if isinstance(tv, CoxResult) else None,
+        rewired=act,
         propagation_events=int(expo.size),
         graph_nodes=d.n_nodes,
         n_cascades=d.n_cascades,
         tv_cascades=tv_d.n_cascades,
         tv_rows=int(rows.start.size),
         seconds=seconds,
+    )
+
+
+@dataclass(frozen=True)
+class RewiredNull:
+    """The rewired null (``rewired``) of each statistic, on a seeded sample of whole cascades:
+    ``observed`` of each ``Null`` is the statistic on that same sample."""
+
+    cox: Null | None
+    logit: Null | None
+    tv: Null | None
+    cascades: int  # in the sample
+    draws: int
+    edges_dropped: int  # most edges one draw dropped (self-loops, repeats; see ``rewired``)
+
+
+def rewired_null(d: Diffusion, s: Structure, draws: int, rng: np.random.Generator) -> RewiredNull:
+    """Each statistic (published Cox log HR, logistic square term, time-varying log HR) on ``d`` and on
+    ``draws`` rewired versions of it."""
+    cox_o = published_log_hr(d, s, d.hours)
+    logit = published_logit(*logit_counts(d, s, d.hours))
+    tv = tv_fit(intervals(d, s, d.hours))
+    cox_vals: list[float] = []
+    logit_vals: list[float] = []
+    tv_vals: list[float] = []
+    dropped = 0
+    for _ in range(draws):
+        a, lost = rewired(d, rng)
+        dropped = max(dropped, lost)
+        sa = structure(a)
+        if math.isfinite(cox_o):
+            cox_vals.append(published_log_hr(a, sa, a.hours, cox_o))
+        if isinstance(logit, LogitResult):
+            lr = published_logit(*logit_counts(a, sa, a.hours))
+            logit_vals.append(lr.b_exposure2 if isinstance(lr, LogitResult) else math.nan)
+        if isinstance(tv, CoxResult):
+            rt = tv_fit(intervals(a, sa, a.hours), tv.log_hr)
+            tv_vals.append(rt.log_hr if isinstance(rt, CoxResult) else math.nan)
+    return RewiredNull(
+        cox=null_summary(cox_o, cox_vals) if cox_vals else None,
+        logit=null_summary(logit.b_exposure2, logit_vals) if isinstance(logit, LogitResult) else None,
+        tv=null_summary(tv.log_hr, tv_vals) if isinstance(tv, CoxResult) else None,
+        cascades=d.n_cascades,
+        draws=draws,
+        edges_dropped=dropped,
     )
 
 

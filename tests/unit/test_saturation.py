@@ -6,6 +6,9 @@ the permutation null, on synthetic diffusions with a known answer.
   permutation p-values are not small;
 * contagion: each agent's adoption hazard grows with the number of its predecessors that adopted; the
   time-varying model finds HR > 1;
+* activity without contagion (each agent uses a phrase at its own posting rate, active agents comment on
+  each other more): the time-shuffle null lets the logistic square term pass as saturation, the rewired
+  null (the graph rewired with degrees kept) does not;
 * a hand-counted four-agent cascade for the exposures and the counting-process rows;
 * ``fast_cox`` against lifelines ``CoxPHFitter`` and ``CoxTimeVaryingFitter`` (strata, weights, entry).
 """
@@ -29,6 +32,7 @@ from molt_society.report.saturation import (
     intervals,
     logit_counts,
     null_summary,
+    rewired,
     shuffled_hours,
     structure,
 )
@@ -237,3 +241,80 @@ def test_a_diverging_cox_fit_is_refused_not_overflowed() -> None:
     res = saturation._cox_result(Fitted(), 10, 10, None)
     assert isinstance(res, str)
     assert "converge" in res
+
+
+def activity_diffusion(seed: int, n: int = 150, cascades: int = 40, horizon: float = 48.0) -> Diffusion:
+    """No contagion, heterogeneous activity: agent i posts at its own rate and adopts a phrase at its first
+    post using it (hours ~ Exponential(rate_i)); edges are drawn in proportion to both ends' activity."""
+    rng = np.random.default_rng(seed)
+    act = rng.lognormal(0.0, 1.2, n)
+    p = act / act.sum()
+    src, dst = rng.choice(n, 4 * n, p=p), rng.choice(n, 4 * n, p=p)
+    keep = src != dst
+    e = np.unique(np.column_stack([src[keep], dst[keep]]), axis=0)
+    cas: list[int] = []
+    ag: list[int] = []
+    hours: list[float] = []
+    for c in range(cascades):
+        start = rng.uniform(0, 96)
+        t = rng.exponential(1 / (act * 0.02))
+        who = np.flatnonzero(t < horizon)
+        cas += [c] * who.size
+        ag += [int(a) for a in who]
+        hours += list(start + t[who])
+    return Diffusion(
+        np.array(cas),
+        np.array(ag),
+        np.array(hours),
+        e[:, 0].astype(np.int64),
+        e[:, 1].astype(np.int64),
+        n,
+        cascades,
+    )
+
+
+def test_activity_without_contagion_passes_the_time_null_but_not_the_rewired_null() -> None:
+    """Six societies without contagion: the time shuffle calls every one's square term saturating (p at
+    its resolution); against the rewired null at most one in six falls below 0.05 (chance alone gives
+    0.05 per society), and the time-varying model never does."""
+    flagged = 0
+    for seed in range(1, 7):
+        d = activity_diffusion(seed)
+        sat = analyse(d, permutations=50, seed=3, rewired_draws=50)
+        rw = sat.rewired
+        assert sat.logit_null is not None
+        assert rw.logit is not None
+        assert rw.tv is not None
+        assert sat.logit_null.p_value == pytest.approx(1 / 51)
+        flagged += rw.logit.p_value < 0.05
+        assert rw.tv.p_value > 0.05
+        assert rw.draws == 50
+        assert rw.logit.permutations == 50
+        assert rw.cascades == d.n_cascades  # small enough to need no sample
+    assert flagged <= 1
+
+
+def test_true_contagion_lies_beyond_the_rewired_null() -> None:
+    d = contagion_diffusion(5)
+    rw = analyse(d, permutations=5, seed=3, rewired_draws=40).rewired
+    assert rw.tv is not None
+    assert rw.tv.observed > rw.tv.p97_5  # more than the same activity on another graph gets
+    assert rw.tv.p_value == 1.0
+
+
+def test_rewiring_keeps_every_adoption_and_every_agents_degrees() -> None:
+    d = activity_diffusion(2)
+    r, dropped = rewired(d, np.random.default_rng(7))
+    assert r.agent is d.agent
+    assert r.cascade is d.cascade
+    assert r.hours is d.hours
+    edges = set(zip(r.src.tolist(), r.dst.tolist(), strict=True))
+    assert len(edges) == r.src.size == d.src.size - dropped  # distinct, no edge lost but the dropped
+    assert all(a != b for a, b in edges)
+    assert edges != set(zip(d.src.tolist(), d.dst.tolist(), strict=True))
+    out_before = np.bincount(d.src, minlength=d.n_nodes)
+    in_before = np.bincount(d.dst, minlength=d.n_nodes)
+    # each dropped edge costs one agent one out- and one in-degree: the degrees are kept up to them
+    assert np.abs(np.bincount(r.src, minlength=d.n_nodes) - out_before).sum() == dropped
+    assert np.abs(np.bincount(r.dst, minlength=d.n_nodes) - in_before).sum() == dropped
+    assert dropped < 0.05 * d.src.size
