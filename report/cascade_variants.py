@@ -22,7 +22,9 @@ our reading (``warehouse/molt_dynamics.sql``) in three places:
   graph that used the phrase strictly earlier: the exposure of the published Cox model), plus the
   cascade's first adoption. Its size is 1 + those adoptions; cascades with none (size 1) are no network
   cascade; alpha is fitted on the others. Computed on the cascades the saturation models use (a hash
-  sample of whole cascades above their cap, said in the label).
+  sample of whole cascades above their cap, said in the label). Its null (``followed_null``, keys
+  ``cascades.variant_network.null_*`` and ``beyond_null_p``): the same count with the interaction graph
+  rewired, every agent's degrees kept (``saturation.rewired``), adoptions and times unchanged.
 
 Each (definition, estimator) pair is one reading, with a bootstrap 95% interval (cascades resampled with
 replacement, ``report.verdicts.bootstrap``). Keys: ``cascades.alpha_ci_*`` (ours), ``cascades.variant_hill.*``
@@ -38,7 +40,7 @@ from collections import Counter
 import numpy as np
 
 from molt_society.report.model import Item, Scalar
-from molt_society.report.saturation import Diffusion, Structure, adopter_exposure
+from molt_society.report.saturation import Diffusion, Structure, adopter_exposure, adopter_pairs, rewired
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import Interval, bootstrap
 from molt_society.streams.powerlaw_fit import fit_discrete_power_law
@@ -47,6 +49,8 @@ REPLICATES = 200  # bootstrap replicates per reading (the interval's ends move b
 PUBLIC = "cascades.variant_public_code"
 HILL = "cascades.variant_hill"
 NETWORK = "cascades.variant_network"
+NULL_DRAWS = 100  # rewirings of the graph for the network-following null
+NULL_SEED = 20260315
 
 
 def public_code_sizes(wh: Warehouse, society: str) -> dict[int, int]:
@@ -154,12 +158,34 @@ def network_sizes(d: Diffusion, s: Structure) -> tuple[dict[int, int], int]:
     return dict(sorted(histogram.items())), int(followed.sum())
 
 
-def network_items(d: Diffusion, s: Structure, sampled: bool) -> list[Item]:
-    """The network-following reading of the cascade count, propagation events and alpha."""
+def followed_adoptions(d: Diffusion) -> int:
+    """Adoptions exposed by an earlier adopting predecessor (``network_sizes``'s count), from the
+    adopter pairs alone (``saturation.adopter_pairs``: no non-adopter indexing)."""
+    pair_i, pair_j = adopter_pairs(d)
+    earlier = d.hours[pair_i] < d.hours[pair_j]
+    return int(np.unique(pair_j[earlier]).size)
+
+
+def followed_null(d: Diffusion, draws: int = NULL_DRAWS, seed: int = NULL_SEED) -> list[int]:
+    """``followed_adoptions`` on ``draws`` rewirings of the graph with every agent's degrees kept
+    (``saturation.rewired``; adoptions and times unchanged): how many adoptions would follow the
+    network if who interacts with whom were random given how much each agent interacts."""
+    rng = np.random.default_rng(seed)
+    return [followed_adoptions(rewired(d, rng)[0]) for _ in range(draws)]
+
+
+def network_items(d: Diffusion, s: Structure, sampled: bool, *, null_draws: int = NULL_DRAWS) -> list[Item]:
+    """The network-following reading of the cascade count, propagation events and alpha, and the
+    rewired null of the propagation events."""
     histogram, adoptions = network_sizes(d, s)
     label = "variant: network-following cascades (adoptions exposed by an earlier adopter interacted with)"
     if sampled:
         label += " [in the sampled cascades]"
+    null = np.asarray(followed_null(d, null_draws), dtype=np.float64)
+    lo, mid, hi = (float(v) for v in np.percentile(null, [2.5, 50, 97.5])) if null.size else (None,) * 3
+    p = (1 + int(np.sum(null >= adoptions))) / (1 + null.size) if null.size else None
+    null_label = f"null (interaction graph rewired with degrees kept, {null.size} seeded draws)"
+    why = None if null.size else "no draw of the null (null_draws = 0)"
     return [
         Scalar(f"{NETWORK}.count", f"{label}: cascades", sum(histogram.values()), unit="cascades"),
         Scalar(
@@ -167,6 +193,17 @@ def network_items(d: Diffusion, s: Structure, sampled: bool) -> list[Item]:
             f"{label}: adoptions after the first that followed the network",
             adoptions,
             unit="adoptions",
+        ),
+        Scalar(f"{NETWORK}.null_propagation_events", f"{null_label}: the same count, median", mid, why),
+        Scalar(f"{NETWORK}.null_propagation_events_ci_low", f"{null_label}: 2.5%", lo, why),
+        Scalar(f"{NETWORK}.null_propagation_events_ci_high", f"{null_label}: 97.5%", hi, why),
+        Scalar(
+            f"{NETWORK}.beyond_null_p",
+            f"{null_label}: p = share of draws with at least as many network-following adoptions "
+            f"(resolution {1 / (1 + null.size):.3g}); small: adoptions follow the actual ties more than "
+            "the agents' degrees give (contagion and homophily both do that)",
+            p,
+            why,
         ),
         *_reading(f"{NETWORK}.alpha", f"{label}, Clauset's discrete fit", histogram, "clauset", 5),
     ]

@@ -103,7 +103,9 @@ SPECS: dict[str, Spec] = {
         "Cox hazard ratio of exposure, 0.53 (Molt Dynamics): saturation",
         reference=1.0,
         variants=("saturation.variant_tv_hazard_ratio",),
-        null="saturation.null_cox_hazard_ratio",
+        # the null that keeps each agent's activity (the graph rewired, degrees kept): the time shuffle's
+        # (saturation.null_cox_hazard_ratio) loses the link between activity and exposure
+        null="saturation.null_rewired_cox_hazard_ratio",
         ci_of={
             "saturation.cox_hazard_ratio": "saturation.cox",
             "saturation.variant_tv_hazard_ratio": "saturation.variant_tv",
@@ -140,6 +142,24 @@ SPECS: dict[str, Spec] = {
         "feedback adaptation near 0 (socialization study)", reference=0.0
     ),
     "individual.interaction_impact": Spec("interaction impact near 0 (socialization study)", reference=0.0),
+    "superminds.depth_8plus": Spec(
+        "mean thread depth 1.5 of posts with 8+ upvotes (Superminds, Figure 5)",
+        null="superminds.null_depth_8plus",
+        labels={"superminds.depth_8plus": "the paper's text: deepest comment, all posts with 8+ upvotes"},
+    ),
+    "superminds.repliers_8plus": Spec(
+        "9.8 unique repliers of posts with 8+ upvotes (Superminds, Figure 5)",
+        null="superminds.null_repliers_8plus",
+        labels={"superminds.repliers_8plus": "the paper's text: distinct commenters, posts with 8+ upvotes"},
+    ),
+    "rhythm.autonomous_share": Spec(
+        "26.5% 'autonomous' authors, inter-post CoV < 0.5 (The Moltbook Illusion)",
+        n_key="rhythm.agents",
+        null="rhythm.null_autonomous_share",
+    ),
+    "rhythm.cv_median": Spec(
+        "median inter-post CoV 0.86 (The Moltbook Illusion)", null="rhythm.null_cv_median"
+    ),
     "collective.top1_share_trend": Spec(
         "daily top-1 PageRank share 'drops rapidly' (socialization study): Kendall's tau < 0",
         published_ci=(-1.0, -1e-12),

@@ -15,11 +15,16 @@ value of ours here is computed on the population that crawl used:
   Gini as the repository's ``gini_coefficient`` (``analysis/descriptive_stats.py``): sorted x,
   sum((2i - n - 1) x_i) / (n sum x), 0 when the sum is 0.
 
+Each value has a bootstrap 95% CI (``<key>_ci_low``/``_ci_high``; its posts, comments or authors
+resampled, ``report.verdicts.bootstrap_values``), which ``report.comparisons`` shows beside the published.
+
 Stored comments per post (405,707 / 91,792 = 4.42) and the depth shares carry their published values in
 the thread section (``threads.*``); the table here repeats them beside the others.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +33,10 @@ from molt_society.report.common import missing, records
 from molt_society.report.model import Item, Scalar, Table
 from molt_society.report.published import PUBLISHED
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
 Histogram = list[tuple[int, int]]  # (value, how many)
+FloatArray = npt.NDArray[np.float64]
 
 
 def gini(values: npt.ArrayLike) -> float:
@@ -155,6 +162,27 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     else:
         out += [missing(k, lab, "no post has a known author") for k, lab in labels]
     out.append(_table(out, depths, sum(n for _, n in counts)))
+    return out + _cis(c, _expand(post_up), cu, pa)
+
+
+def _share_zero(x: FloatArray) -> float:
+    return float(np.mean(x == 0))
+
+
+def _cis(counts: FloatArray, post_up: FloatArray, comment_up: FloatArray, authors: FloatArray) -> list[Item]:
+    """Bootstrap 95% CIs (posts, comments or authors resampled) of every value above."""
+    readings: list[tuple[str, str, FloatArray, Callable[[FloatArray], float]]] = [
+        ("reference.share_posts_without_comment", "share of posts without a comment", counts, _share_zero),
+        ("reference.mean_comment_count", "mean platform comment count", counts, np.mean),
+        ("reference.post_upvotes_gini", "Gini of upvotes per post", post_up, gini),
+        ("reference.comment_upvotes_gini", "Gini of upvotes per comment", comment_up, gini),
+        ("reference.posts_per_author_mean", "posts per author, mean", authors, np.mean),
+        ("reference.posts_per_author_median", "posts per author, median", authors, np.median),
+        ("reference.posts_per_author_gini", "Gini of posts per author", authors, gini),
+    ]
+    out: list[Item] = []
+    for seed, (key, label, values, statistic) in enumerate(readings):
+        out += ci_scalars(key, label, bootstrap_values(values, statistic, seed=seed))
     return out
 
 

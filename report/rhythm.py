@@ -11,6 +11,10 @@ Published definition (the keys that carry Li 2026's values), as "The Moltbook Il
   irregular; "autonomous" (a periodic heartbeat) = very regular + regular = CoV < 0.5: 16.15% + 10.35%
   = 26.5% of the 7,807; median CoV 0.860, mean 1.019.
 
+Null society (keys ``rhythm.null_autonomous_share``, ``rhythm.null_cv_median``, with their 95% range, beside
+the published figures): each agent's posts, as many as it wrote, at random times (``poisson_covs``). An
+author with three posts has two gaps, and two random gaps are "regular" (CoV < 0.5) surprisingly often.
+
 Variant (labelled, no published value): the same CoV over an agent's posts and comments together
 (scope ``activity`` of the view), as the repository's earlier, deprecated phase_01_temporal combined them.
 
@@ -26,6 +30,7 @@ The per-agent gaps and statistics are the views ``rhythm_agents`` / ``rhythm_pla
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Figure, Item, Scalar, Series
@@ -43,6 +48,9 @@ CLASSES: list[tuple[str, float, float, str]] = [
 ]
 MIN_EVENTS_B = 3  # two gaps at least: one gap has no spread
 HIST_BINS = np.append(np.arange(0.0, 3.01, 0.1), np.inf)
+NULL_DRAWS = 200
+NULL_SEED = 20260316
+FloatArray = npt.NDArray[np.float64]
 
 
 def classify(cv: float) -> str:
@@ -84,6 +92,7 @@ def _cv_items(rows: list[tuple[int, float | None]], prefix: str, label: str, pub
         *ci_scalars(keys[2][0], keys[2][1], bootstrap_values(covs)),
     ]
     if published:
+        out += _null_items([n for n, cv in eligible if cv is not None], prefix)
         counts = {name: 0 for name, *_ in CLASSES}
         for cv in covs:
             counts[classify(float(cv))] += 1
@@ -105,6 +114,47 @@ def _cv_items(rows: list[tuple[int, float | None]], prefix: str, label: str, pub
                 ],
             )
         )
+    return out
+
+
+def poisson_covs(counts: list[int], rng: np.random.Generator) -> FloatArray:
+    """One null draw: for each agent, the CoV (sample sd / mean) of the gaps between ``n`` events at random
+    times (a Poisson process given its count: the first and last fixed, the others uniform between; the
+    CoV does not depend on the span)."""
+    out = np.empty(len(counts))
+    n_arr = np.asarray(counts)
+    for n in np.unique(n_arr):
+        idx = np.flatnonzero(n_arr == n)
+        inner = np.sort(rng.random((idx.size, int(n) - 2)), axis=1)
+        t = np.concatenate([np.zeros((idx.size, 1)), inner, np.ones((idx.size, 1))], axis=1)
+        gaps = np.diff(t, axis=1)
+        out[idx] = gaps.std(axis=1, ddof=1) / gaps.mean(axis=1)
+    return out
+
+
+def _null_items(counts: list[int], prefix: str) -> list[Item]:
+    """The 'autonomous' share and the median CoV of a null society: every agent's posts, as many as it
+    wrote, at random times (``poisson_covs``, ``NULL_DRAWS`` seeded draws; median and 95% range). Two or
+    three gaps often look regular by chance: this is what the share is without any heartbeat."""
+    rng = np.random.default_rng(NULL_SEED)
+    draws = [poisson_covs(counts, rng) for _ in range(NULL_DRAWS)] if counts else []
+    label = f"null (each agent's posts at random times, same count; {NULL_DRAWS} seeded draws)"
+    out: list[Item] = []
+    for key, what in (
+        ("autonomous_share", f"share with CoV < {AUTONOMOUS_BELOW}"),
+        ("cv_median", "median CoV"),
+    ):
+        values = [
+            float(np.mean(c < AUTONOMOUS_BELOW)) if key == "autonomous_share" else float(np.median(c))
+            for c in draws
+        ]
+        q = [float(v) for v in np.percentile(values, [2.5, 50, 97.5])] if values else [None, None, None]
+        why = None if values else "no agent to simulate"
+        out += [
+            Scalar(f"{prefix}.null_{key}", f"{label}: {what}, median", q[1], why),
+            Scalar(f"{prefix}.null_{key}_ci_low", f"{label}: {what}, 2.5%", q[0], why),
+            Scalar(f"{prefix}.null_{key}_ci_high", f"{label}: {what}, 97.5%", q[2], why),
+        ]
     return out
 
 

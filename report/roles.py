@@ -34,10 +34,11 @@ what it answers, self-edges dropped, weight = number of comments). Per agent, fi
   an agent with fewer than two neighbours (``networkx.clustering`` of ``to_undirected()``);
 * PageRank: weighted, damping 0.85, ``streams.pagerank`` (equals ``networkx.pagerank``), over the graph.
 
-Known difference from the public code: its ``RoleAnalyzer`` clusters every numeric column of
-``extract_all_features`` (activity counts, submolt entropy, hour-of-day shares, burstiness, text length,
-VADER sentiment, ...), not only these five; the paper and ``../shared/notes/metrics.md`` describe the
-five network features, which is what we cluster.
+The public code has a second clustering (``RoleAnalyzer`` with ``feature_set='full'``) of every numeric
+column of ``extract_all_features`` (activity counts, submolt entropy, hour-of-day shares, burstiness, text
+length, VADER sentiment, ...); the paper and ``../shared/notes/metrics.md`` describe the five network
+features, which is the study reading here, and the full set is the labelled variant
+``roles.variant_public_code.*`` (``report.roles_public``).
 
 As the public code (``rq1_roles.RoleAnalyzer.find_optimal_k`` with ``config/default.yaml``): features
 z-scored (``StandardScaler``: population standard deviation; a constant feature is left as it is, which
@@ -66,8 +67,10 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.metrics.pairwise import euclidean_distances
 
+from molt_society.report import roles_public
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.text_source import text_source
 from molt_society.streams.pagerank import pagerank
 
 FloatArray = npt.NDArray[np.float64]
@@ -84,6 +87,8 @@ SAMPLED_SOURCES = 500
 SILHOUETTE_SAMPLE = 20_000
 VARIANT = "roles.variant_graph_only"
 VARIANT_LABEL = "variant: graph-only (agents with an interaction edge): "
+PUBLIC = "roles.variant_public_code"
+PUBLIC_LABEL = "variant: the public code's full feature set (42 columns, PCA to 10; report.roles_public): "
 _SILHOUETTE_CHUNK = 2_048
 PERIPHERAL_LABEL = "Share of agents in the largest (peripheral) cluster"
 NULL_LABEL = "null society (every comment's target shuffled)"
@@ -324,6 +329,25 @@ def items(wh: Warehouse, society: str) -> list[Item]:
             series.append(
                 Series(population, [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")
             )
+    public, why_public, columns = _public_code_clustering(wh, society, study)
+    out += _population_items(study, public, why_public, PUBLIC, PUBLIC_LABEL)
+    out.append(
+        Scalar(
+            f"{PUBLIC}.columns",
+            PUBLIC_LABEL + "feature columns clustered (after dropping constant ones; PCA to "
+            f"{roles_public.PCA_COMPONENTS} components above that many): " + ", ".join(columns),
+            len(columns),
+        )
+    )
+    if public is not None:
+        ks = sorted(public.silhouettes)
+        series.append(
+            Series(
+                "variant: the public code's features",
+                [float(k) for k in ks],
+                [public.silhouettes[k] for k in ks],
+            )
+        )
     null = study_population(agent_features(shuffled_targets(edges)), active)
     best_null, why_null = _best_clustering(null, n_active)
     out += _null_items(null, best_null, why_null)
@@ -335,7 +359,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     out.append(
         Figure(
             "roles.silhouette_by_k",
-            "Silhouette of k-means by number of clusters: active agents (study), graph-only variant, null",
+            "Silhouette of k-means by number of clusters: active agents (study), the variants, the null",
             "k",
             "silhouette",
             series,
@@ -343,6 +367,24 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         )
     )
     return out
+
+
+def _public_code_clustering(
+    wh: Warehouse, society: str, study: AgentFeatures
+) -> tuple[Clustering | None, str | None, list[str]]:
+    """The study population clustered on the public code's full feature set (``report.roles_public``)."""
+    if not study.agents:
+        return None, "no active agents: nobody wrote a post or a comment", []
+    src = text_source(wh, society)
+    behaviour = roles_public.features(wh, society, study.agents, study.matrix, with_content=not src.synthetic)
+    z, kept = roles_public.reduced(behaviour)
+    best = cluster(z)
+    why = (
+        None if best is not None else f"k-means needs at least {K_RANGE[0] + 1} agents with distinct features"
+    )
+    if not src.synthetic:
+        return best, why, kept
+    return best, why, [*kept, "(content columns left out: the society's texts are synthetic)"]
 
 
 def _best_clustering(feats: AgentFeatures, n_active: int) -> tuple[Clustering | None, str | None]:

@@ -155,30 +155,9 @@ def structure(d: Diffusion) -> Structure:
     last = np.full(d.n_cascades, -np.inf)
     np.minimum.at(seed, d.cascade, d.hours)
     np.maximum.at(last, d.cascade, d.hours)
-    graph_rows = np.flatnonzero(d.agent >= 0).astype(np.int64)
+    graph_rows, pred_rows, tkeys, hit, pair_j = _successors(d)
     n = np.int64(d.n_nodes)
-    keys = d.cascade[graph_rows] * n + d.agent[graph_rows]
-    order = np.argsort(keys, kind="stable")
-    sorted_keys, sorted_rows = keys[order], graph_rows[order]
-    if np.any(np.diff(sorted_keys) == 0):
-        raise ValueError("an agent adopts the same cascade twice: adoptions must be first uses")
-    # every (adoption row of u, successor v of u): the successors of each node as CSR over src
-    by_src = np.argsort(d.src, kind="stable")
-    succ = d.dst[by_src]
-    first = np.searchsorted(d.src[by_src], np.arange(d.n_nodes + 1))
-    deg = (first[1:] - first[:-1])[d.agent[graph_rows]]
-    pred_rows = np.repeat(graph_rows, deg)
-    rank = np.arange(pred_rows.size) - np.repeat(np.cumsum(deg) - deg, deg)
-    targets = succ[np.repeat(first[d.agent[graph_rows]], deg) + rank]
-    tkeys = d.cascade[pred_rows] * n + targets
-    pos = np.searchsorted(sorted_keys, tkeys)
-    pos_c = np.minimum(pos, max(sorted_keys.size - 1, 0))
-    hit = (
-        (pos < sorted_keys.size) & (sorted_keys[pos_c] == tkeys)
-        if sorted_keys.size
-        else np.zeros_like(tkeys, bool)
-    )
-    pair_i, pair_j = pred_rows[hit], sorted_rows[pos_c[hit]]
+    pair_i = pred_rows[hit]
     na_keys, na_unit = np.unique(tkeys[~hit], return_inverse=True)
     na_cascade = (na_keys // n).astype(np.int64)
     adopters_per_c = np.bincount(d.cascade[graph_rows], minlength=d.n_cascades)
@@ -194,6 +173,42 @@ def structure(d: Diffusion) -> Structure:
         na_unit=na_unit.astype(np.int64).reshape(-1),
         untouched=(d.n_nodes - adopters_per_c - exposed_per_c).astype(np.int64),
     )
+
+
+def adopter_pairs(d: Diffusion) -> tuple[IntArray, IntArray]:
+    """(predecessor's row, successor's row) of every graph edge whose two ends adopted the same cascade:
+    ``structure``'s ``pair_i``/``pair_j`` without the non-adopters (a fraction of its cost)."""
+    _, pred_rows, _, hit, pair_j = _successors(d)
+    return pred_rows[hit].astype(np.int64), pair_j.astype(np.int64)
+
+
+def _successors(d: Diffusion) -> tuple[IntArray, IntArray, IntArray, npt.NDArray[np.bool_], IntArray]:
+    """Every (adoption row of u, successor v of u in the graph): the graph adoption rows, each pair's row of
+    u and key (cascade, v), whether v adopted that cascade, and v's adoption row where it did."""
+    graph_rows = np.flatnonzero(d.agent >= 0).astype(np.int64)
+    n = np.int64(d.n_nodes)
+    keys = d.cascade[graph_rows] * n + d.agent[graph_rows]
+    order = np.argsort(keys, kind="stable")
+    sorted_keys, sorted_rows = keys[order], graph_rows[order]
+    if np.any(np.diff(sorted_keys) == 0):
+        raise ValueError("an agent adopts the same cascade twice: adoptions must be first uses")
+    # the successors of each node as CSR over src
+    by_src = np.argsort(d.src, kind="stable")
+    succ = d.dst[by_src]
+    first = np.searchsorted(d.src[by_src], np.arange(d.n_nodes + 1))
+    deg = (first[1:] - first[:-1])[d.agent[graph_rows]]
+    pred_rows = np.repeat(graph_rows, deg)
+    rank = np.arange(pred_rows.size) - np.repeat(np.cumsum(deg) - deg, deg)
+    targets = succ[np.repeat(first[d.agent[graph_rows]], deg) + rank]
+    tkeys = d.cascade[pred_rows] * n + targets
+    pos = np.searchsorted(sorted_keys, tkeys)
+    pos_c = np.minimum(pos, max(sorted_keys.size - 1, 0))
+    hit = (
+        (pos < sorted_keys.size) & (sorted_keys[pos_c] == tkeys)
+        if sorted_keys.size
+        else np.zeros_like(tkeys, bool)
+    )
+    return graph_rows, pred_rows, tkeys, hit, sorted_rows[pos_c[hit]]
 
 
 def since_seed(hours: FloatArray, seed: FloatArray) -> FloatArray:

@@ -18,6 +18,7 @@ from molt_society.report.common import epoch, missing, num, records
 from molt_society.report.embeddings import MODEL, vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series, Style, Table
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
 KNN = 10
 KNN_QUERIES = 2_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours
@@ -124,6 +125,13 @@ def threads(wh: Warehouse, society: str) -> list[Item]:
         Scalar("threads.comments", "comments", comments),
     ]
     out += _post_shape(post_rows, posts, comments)
+    per_post = records(
+        wh, f"SELECT comments AS v, count() AS n FROM threads WHERE society = {q} GROUP BY v ORDER BY v"
+    )
+    counts = np.repeat([float(r["v"]) for r in per_post], [int(r["n"]) for r in per_post])
+    out += ci_scalars(
+        "threads.comments_per_post", "comments per post (posts resampled)", bootstrap_values(counts)
+    )
     out += _comment_shape(comment_rows, comments)
     if post_rows:
         out.append(

@@ -5,6 +5,9 @@
   upvotes and the bins 0, 1, 2-3, 4-7, 8+ are written down; the paper's text names only its 8+ bin).
   Depth and repliers are averaged over all posts of a bin (0 for a post without comments) and, beside
   them, over the posts with at least one comment.
+- The 8+ bin under the other readings of the paper's text (``figure5_readings``: posts with comments only,
+  mean comment depth instead of the deepest, repliers without the author, binned by score), each a
+  labelled variant with its bootstrap CI, and a null: as many posts drawn at random (popularity shuffled).
 - Figure 5 (right): the 0-5 reply rating of appendix 7.5 by an LLM judge (``report.superminds_judge``),
   on a seeded sample of ``report_judge_comments`` comments (setting ``SOCIETY_REPORT_JUDGE_COMMENTS``),
   grouped by post, up to 15 per call as in the paper; the share of each score per upvote bin, and the
@@ -27,6 +30,7 @@ import random
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import structlog
 
 from molt_society.report import superminds_judge as sj
@@ -133,7 +137,74 @@ def depth_items(wh: Warehouse, society: str) -> list[Item]:
             published_source=FIG5,
         ),
         *top_bin_cis(wh, society, no_top),
+        *figure5_readings(wh, society),
     ]
+
+
+FIG5_VARIANTS = {
+    # key: (label, which posts, depth column or None, repliers column or None)
+    "commented": ("posts with 8+ upvotes and at least one comment", "upvotes", "depth", "repliers"),
+    "comment_depth": (
+        "depth = the mean depth of the post's comments, not its deepest",
+        "upvotes",
+        "mcd",
+        None,
+    ),
+    "other_repliers": ("repliers other than the post's author", "upvotes", None, "other"),
+    "score": ("posts with a score (upvotes - downvotes) of 8+", "score", "depth", "repliers"),
+}
+NULL_DRAWS = 1_000
+
+
+def figure5_readings(wh: Warehouse, society: str) -> list[Item]:
+    """The 8+ bin's mean depth and repliers under the other readings of the paper's text (labelled
+    variants, each with a bootstrap CI), and their null: the same number of posts drawn at random, i.e.
+    popularity shuffled among the posts (``NULL_DRAWS`` seeded draws; median and 95% range)."""
+    rows = wh.query(
+        "SELECT upvotes, downvotes, comments, depth, repliers, mean_comment_depth, other_repliers "
+        f"FROM superminds_posts WHERE society = {quoted(society)} ORDER BY post_id"
+    ).rows
+    a = np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+    up, down, comments = a[:, 0], a[:, 1], a[:, 2]
+    cols = {"depth": a[:, 3], "repliers": a[:, 4], "mcd": a[:, 5], "other": a[:, 6]}
+    out: list[Item] = []
+    for name, (what, by, depth_col, repl_col) in FIG5_VARIANTS.items():
+        top = (up >= 8) if by == "upvotes" else (up - down >= 8)
+        if name == "commented":
+            top &= comments > 0
+        why = None if top.any() else f"no post in this reading ({what})"
+        for quantity, col, seed in (("depth_8plus", depth_col, 3), ("repliers_8plus", repl_col, 4)):
+            if col is None:
+                continue
+            vals = cols[col][top]
+            key = f"superminds.variant_{name}.{quantity}"
+            label = (
+                f"variant: {what}: mean {'thread depth' if quantity == 'depth_8plus' else 'unique repliers'}"
+            )
+            out.append(Scalar(key, label, float(vals.mean()) if vals.size else None, why))
+            out += ci_scalars(key, label, bootstrap_values(vals, seed=seed), why)
+    n_top = int((up >= 8).sum())
+    rng = np.random.default_rng(5)
+    why_null = None if n_top and up.size > n_top else "no post with 8+ upvotes, or no other post"
+    for quantity, col in (("depth_8plus", "depth"), ("repliers_8plus", "repliers")):
+        label = f"null (popularity shuffled among the posts, {NULL_DRAWS} seeded draws of {n_top} posts)"
+        draws = (
+            [float(cols[col][rng.choice(up.size, n_top, replace=False)].mean()) for _ in range(NULL_DRAWS)]
+            if why_null is None
+            else []
+        )
+        q = np.percentile(draws, [2.5, 50, 97.5]) if draws else [None] * 3
+        key = f"superminds.null_{quantity}"
+        out += [
+            Scalar(key, f"{label}: mean {quantity.removesuffix('_8plus')}, median", _opt(q[1]), why_null),
+            Scalar(f"{key}_ci_low", f"{label}: 2.5%", _opt(q[0]), why_null),
+            Scalar(f"{key}_ci_high", f"{label}: 97.5%", _opt(q[2]), why_null),
+        ]
+    return out
+
+
+def _opt(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]
 
 
 def top_bin_cis(wh: Warehouse, society: str, no_top: str | None) -> list[Item]:

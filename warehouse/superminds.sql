@@ -94,9 +94,11 @@ WHERE technical AND participants = 1;
 -- * repliers: distinct agents that commented on the post (the post's author counts when it replied),
 -- * bin: 0, 1, 2-3, 4-7, 8+ upvotes. The paper's text names only its top bin ("8+ upvotes"); the lower
 --   bins are ours (powers of two), written here once.
+-- For the report's other readings of the same figure (report.superminds): downvotes (the score is
+-- upvotes - downvotes), the mean depth of the post's comments, and repliers other than the post's author.
 CREATE OR REPLACE VIEW superminds_posts AS
 SELECT
-    society, post_id, upvotes, comments, depth, repliers,
+    society, post_id, upvotes, comments, depth, repliers, downvotes, mean_comment_depth, other_repliers,
     multiIf(upvotes >= 8, 4, upvotes >= 4, 3, upvotes >= 2, 2, upvotes = 1, 1, 0) AS bin,
     ['0', '1', '2-3', '4-7', '8+'][bin + 1]                                      AS bin_label
 FROM
@@ -109,7 +111,13 @@ FROM
                   type = 'vote_tallied' AND target_type = 'post' AND target_id = post_id)) AS upvotes,
         countIf(type = 'comment_created')                                      AS comments,
         if(comments = 0, 0, maxIf(depth, type = 'comment_created'))            AS depth,
-        uniqExactIf(actor, type = 'comment_created')                           AS repliers
+        uniqExactIf(actor, type = 'comment_created')                           AS repliers,
+        toUInt64(countIf(type = 'vote_cast' AND target_type = 'post' AND target_id = post_id AND vote = -1)
+          + sumIf(JSONExtractUInt(body, 'downvotes'),
+                  type = 'vote_tallied' AND target_type = 'post' AND target_id = post_id)) AS downvotes,
+        if(comments = 0, 0, avgIf(events.depth, type = 'comment_created'))     AS mean_comment_depth,
+        length(arrayFilter(a -> a != anyIf(actor, type = 'post_created'),
+                           groupUniqArrayIf(actor, type = 'comment_created'))) AS other_repliers
     FROM events FINAL
     WHERE post_id != '' AND type IN ('post_created', 'comment_created', 'vote_cast', 'vote_tallied')
     GROUP BY society, post_id

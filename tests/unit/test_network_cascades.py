@@ -84,3 +84,31 @@ def test_a_power_law_of_known_alpha_under_the_network_reading(exposed: bool) -> 
     assert low is not None
     assert high is not None
     assert low <= fit.alpha <= high
+
+
+def test_followed_adoptions_count_without_the_full_index() -> None:
+    edges = [(0, 1), (1, 2), (3, 0)]
+    rows = [(0, 0, 0.0), (0, 1, 1.0), (0, 2, 2.0), (0, 4, 3.0), (1, 2, 0.0), (1, 0, 1.0), (1, 1, 2.0)]
+    d = _diffusion(rows, edges, 5)
+    assert cascade_variants.followed_adoptions(d) == cascade_variants.network_sizes(d, structure(d))[1] == 3
+
+
+def test_the_rewired_null_separates_contagion_from_independent_adoption() -> None:
+    """Contagion (hazard grows with adopting predecessors) follows the actual ties beyond every rewiring;
+    adoption drawn independently of the graph does not."""
+    from test_saturation import contagion_diffusion, null_diffusion
+
+    contagion = contagion_diffusion(5)
+    items = {i.key: i for i in cascade_variants.network_items(contagion, structure(contagion), False)}
+    observed = items["cascades.variant_network.propagation_events"].value
+    assert observed is not None
+    assert observed > (items["cascades.variant_network.null_propagation_events_ci_high"].value or 0)
+    assert items["cascades.variant_network.beyond_null_p"].value == pytest.approx(1 / 101)
+    independent = null_diffusion(11)
+    items = {i.key: i for i in cascade_variants.network_items(independent, structure(independent), False)}
+    assert (items["cascades.variant_network.beyond_null_p"].value or 0) > 0.05
+    lo = items["cascades.variant_network.null_propagation_events_ci_low"].value
+    hi = items["cascades.variant_network.null_propagation_events_ci_high"].value
+    assert lo is not None
+    assert hi is not None
+    assert lo <= (items["cascades.variant_network.propagation_events"].value or 0) <= hi

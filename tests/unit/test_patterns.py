@@ -417,6 +417,19 @@ def test_reference_comparators_on_the_crawls_population(wh: RecordingWarehouse) 
     assert _value(items, "reference.posts_per_author_mean") == pytest.approx(5 / 3)
     assert _value(items, "reference.posts_per_author_median") == 1.0
     assert _value(items, "reference.posts_per_author_gini") == pytest.approx(_pairwise_gini(per_author))
+    # bootstrap CIs of each: authors (3, 1, 1) resampled give a mean of 1 with chance 8/27 and 3 with 1/27
+    assert _value(items, "reference.posts_per_author_mean_ci_low") == 1.0
+    assert _value(items, "reference.posts_per_author_mean_ci_high") == 3.0
+    for key in (
+        "share_posts_without_comment",
+        "mean_comment_count",
+        "post_upvotes_gini",
+        "comment_upvotes_gini",
+    ):
+        low, high = _value(items, f"reference.{key}_ci_low"), _value(items, f"reference.{key}_ci_high")
+        assert low is not None
+        assert high is not None
+        assert low <= (_value(items, f"reference.{key}") or 0) <= high
     assert reference_stats.gini([1, 1, 1]) == 0.0
     assert reference_stats.gini([0, 0, 4]) == pytest.approx(2 / 3)
     table = _by_key(items)["reference.li_crawl"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -383,6 +383,15 @@ def test_thread_shape_matches_a_direct_count(stored: tuple[ClientWarehouse, list
     items = social.threads(wh, SOC)
     assert _value(items, "threads.share_posts_without_comment") == depths.count(0) / len(posts)
     assert _value(items, "threads.comments_per_post") == pytest.approx(len(comments) / len(posts))
+    per_post = Counter(c.body.post_id for c in comments)
+    counts = [per_post.get(p.body.post_id, 0) for p in posts]
+    low, high = (
+        _value(items, "threads.comments_per_post_ci_low"),
+        _value(items, "threads.comments_per_post_ci_high"),
+    )
+    assert low is not None
+    assert high is not None
+    assert min(counts) <= low <= len(comments) / len(posts) <= high <= max(counts)
     assert _value(items, "threads.mean_depth_all") == pytest.approx(sum(depths) / len(depths))
     nonzero = [d for d in depths if d]
     assert _value(items, "threads.mean_depth_commented") == pytest.approx(sum(nonzero) / len(nonzero))

@@ -140,13 +140,18 @@ def test_graph_only_variant_is_labelled_and_has_no_published_value(report_items:
     for key, scalar in s.items():
         annotate(scalar)
         if key.startswith("roles.variant_"):
-            assert scalar.label.startswith("variant: graph-only"), key
+            assert scalar.label.startswith(("variant: graph-only", "variant: the public code's")), key
             assert scalar.published is None, key
             assert key not in PUBLISHED
     assert s["roles.silhouette"].published == 0.91
     assert s["roles.peripheral_share"].published == 0.935
     fig = next(i for i in items if isinstance(i, Figure))
-    assert [x.name for x in fig.series] == ["all active agents", "variant: graph-only", roles.NULL_LABEL]
+    assert [x.name for x in fig.series] == [
+        "all active agents",
+        "variant: graph-only",
+        "variant: the public code's features",
+        roles.NULL_LABEL,
+    ]
     assert fig.series[0].x == [3.0, 4.0]
     assert fig.series[1].x == [3.0]
 

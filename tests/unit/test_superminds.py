@@ -266,3 +266,32 @@ def test_no_model_server_gives_a_reason_that_says_how() -> None:
     assert "no model server" in none
     items = superminds.relevance_items_missing(none)
     assert all(i.reason == none for i in items)
+
+
+def test_figure5_readings_and_their_null_match_the_hand_count(wh: ClientWarehouse) -> None:
+    """q1: 9 up 3 down (score 6); its author, m and a reply by n: deepest 2, mean comment depth 4/3, 3
+    repliers, 2 besides the author. q2: 20 up, no comment. q3, q4: no upvote; q3 one comment by m."""
+    s = Society()
+    q1 = s.post("o1")
+    s.tally(q1, 9, 3)
+    s.comment("o1", q1)
+    m1 = s.comment("m", q1)
+    s.comment("n", q1, m1, 2)
+    q2 = s.post("o2")
+    s.tally(q2, 20, 0)
+    s.comment("m", s.post("o3"))
+    s.post("o4")
+    other = "minds_readings"  # beside the module's society, in its chDB (one engine a process)
+    store_events(wh.client, [e.model_copy(update={"society": other}) for e in s.events])
+    items = {i.key: i.value for i in superminds.figure5_readings(wh, other)}
+    assert items["superminds.variant_commented.depth_8plus"] == 2.0  # q1 alone
+    assert items["superminds.variant_commented.repliers_8plus"] == 3.0
+    assert items["superminds.variant_comment_depth.depth_8plus"] == pytest.approx((4 / 3 + 0) / 2)
+    assert items["superminds.variant_other_repliers.repliers_8plus"] == 1.0
+    assert items["superminds.variant_score.depth_8plus"] == 0.0  # q2 alone: q1's score is 6
+    assert items["superminds.variant_score.repliers_8plus"] == 0.0
+    assert "superminds.variant_comment_depth.repliers_8plus" not in items  # that reading changes depth only
+    # the null: two of the four posts at random; their deepest comments are 2, 0, 1, 0
+    assert items["superminds.null_depth_8plus_ci_low"] == 0.0
+    assert items["superminds.null_depth_8plus_ci_high"] == 1.5
+    assert items["superminds.null_depth_8plus"] in (0.5, 0.75, 1.0)

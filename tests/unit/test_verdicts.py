@@ -121,12 +121,12 @@ def test_comparisons_of_a_society_with_contagion_and_of_one_without() -> None:
     contagion = compare(
         _scalars(
             *base,
-            Scalar("saturation.null_cox_hazard_ratio", "null", 1.01),
-            Scalar("saturation.null_cox_hazard_ratio_ci_low", "lo", 0.97),
-            Scalar("saturation.null_cox_hazard_ratio_ci_high", "hi", 1.05),
+            Scalar("saturation.null_rewired_cox_hazard_ratio", "null", 1.01),
+            Scalar("saturation.null_rewired_cox_hazard_ratio_ci_low", "lo", 0.97),
+            Scalar("saturation.null_rewired_cox_hazard_ratio_ci_high", "hi", 1.05),
         )
     )
-    none = compare(_scalars(*base, Scalar("saturation.null_cox_hazard_ratio", "null", 0.62)))
+    none = compare(_scalars(*base, Scalar("saturation.null_rewired_cox_hazard_ratio", "null", 0.62)))
     (c,) = [x for x in contagion if x.key == "saturation.cox_hazard_ratio"]
     (n,) = [x for x in none if x.key == "saturation.cox_hazard_ratio"]
     assert c.verdict == n.verdict == "same direction"
