@@ -107,8 +107,6 @@ def test_the_rewired_null_separates_contagion_from_independent_adoption() -> Non
     independent = null_diffusion(11)
     items = {i.key: i for i in cascade_variants.network_items(independent, structure(independent), False)}
     assert (items["cascades.variant_network.beyond_null_p"].value or 0) > 0.05
-    lo = items["cascades.variant_network.null_propagation_events_ci_low"].value
     hi = items["cascades.variant_network.null_propagation_events_ci_high"].value
-    assert lo is not None
     assert hi is not None
-    assert lo <= (items["cascades.variant_network.propagation_events"].value or 0) <= hi
+    assert (items["cascades.variant_network.propagation_events"].value or 0) <= hi  # not beyond: one-sided
