@@ -51,6 +51,12 @@ def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str
     return None if value is None else _society_name(value)
 
 
+POSITIVE = click.IntRange(min=1)
+"""Counts that must be at least 1 (agents, ticks, workers): click refuses others with one line."""
+SECONDS = click.FloatRange(min=0, min_open=True)
+"""Durations that must be above 0."""
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Run, watch and query an event-sourced LLM-agent society (MoltBook-style).
@@ -63,17 +69,19 @@ def main() -> None:
 
 @main.command()
 @click.option("--society", "name", callback=_named, help="society name (new topics; rows tagged with it)")
-@click.option("--agents", type=int, help="number of agents")
-@click.option("--llm-agents", type=int, help="how many of them use the LLM brain (SOCIETY_LLM_AGENTS)")
+@click.option("--agents", type=POSITIVE, help="number of agents")
+@click.option(
+    "--llm-agents", type=click.IntRange(min=0), help="how many of them use the LLM brain (SOCIETY_LLM_AGENTS)"
+)
 @click.option("--llm-models", help="comma-separated model names for the LLM agents (SOCIETY_LLM_MODELS)")
-@click.option("--duration", type=float, help="wall-clock seconds to run (default 60 unless --ticks)")
-@click.option("--ticks", type=int, help="number of ticks to run (exact, reproducible length)")
+@click.option("--duration", type=SECONDS, help="wall-clock seconds to run (default 60 unless --ticks)")
+@click.option("--ticks", type=POSITIVE, help="number of ticks to run (exact, reproducible length)")
 @click.option("--seed", type=int)
 @click.option("--mode", type=click.Choice(["sim", "realtime"]))
-@click.option("--tick-seconds", type=float, help="event-time seconds per tick")
-@click.option("--window-seconds", type=float, help="event-time window of the rolling metrics")
-@click.option("--stream-workers", type=int, default=None)
-@click.option("--agent-workers", type=int, default=None)
+@click.option("--tick-seconds", type=SECONDS, help="event-time seconds per tick")
+@click.option("--window-seconds", type=SECONDS, help="event-time window of the rolling metrics")
+@click.option("--stream-workers", type=POSITIVE, default=None)
+@click.option("--agent-workers", type=POSITIVE, default=None)
 @click.option("--from", "fork_from", callback=_named, help="start from the history of this society (fork)")
 @click.option(
     "--at",
@@ -285,8 +293,8 @@ def experiment(spec_path: Path) -> None:
 
 @main.command()
 @click.option("--society", "name", required=True, callback=_named)
-@click.option("--ticks", type=int)
-@click.option("--duration", type=float)
+@click.option("--ticks", type=POSITIVE)
+@click.option("--duration", type=SECONDS)
 def clock(name: str, ticks: int | None, duration: float | None) -> None:
     """Drive the simulation clock of a society whose workers already run (e.g. docker compose)."""
     import asyncio
@@ -867,8 +875,8 @@ def topics() -> None:
 
 
 @main.command()
-@click.option("--agents", type=int, default=2000)
-@click.option("--ticks", type=int, default=300)
+@click.option("--agents", type=POSITIVE, default=2000)
+@click.option("--ticks", type=POSITIVE, default=300)
 @click.option("--seed", type=int, default=1)
 @click.option("--behaviour", "behaviour_file", type=click.Path(path_type=Path, exists=True))
 @click.option(
