@@ -680,15 +680,13 @@ def report(
     encoder = Encoder()  # one model load for both societies
     reports = []
     try:
+        held = {row[0]: row for row in stored_societies(wh)}
+        if missing := [n for n in names if n not in held]:
+            raise click.ClickException(
+                f"the store {get_settings().clickhouse_url} holds no society "
+                f"{', '.join(map(repr, missing))}; " + held_line(list(held.values()))
+            )
         for n in names:
-            found = wh.query(f"SELECT count() FROM events WHERE society = '{n}'").rows[0][0]
-            if not found:
-                stored = [r[0] for r in wh.query("SELECT DISTINCT society FROM events ORDER BY 1").rows]
-                console.print(
-                    f"[yellow]society {n!r} has no stored events[/yellow] "
-                    f"(stored: {', '.join(stored) or 'none'}); the report will say what it cannot compute",
-                    highlight=False,
-                )
             with console.status(f"{n}: starting") as status:
                 reports.append(
                     build_report(
@@ -739,6 +737,46 @@ def _reference(society: str, dump: Path | None) -> Any:
         return None
     real = {r["key"]: (r["real"] if isinstance(r["real"], float | int) else None) for r in rows}
     return Reference(f"the dump {(b.fit or {}).get('dump', '?')} (fitted in {path})", real)
+
+
+def stored_societies(wh: Any) -> list[tuple[str, int, Any, Any]]:
+    """(name, events, first, last event time) of every society the store holds, by name."""
+    rows = wh.query(
+        "SELECT society, count(), min(occurred_at), max(occurred_at) FROM events FINAL "
+        "GROUP BY society ORDER BY society"
+    ).rows
+    return [(str(r[0]), int(r[1]), r[2], r[3]) for r in rows]
+
+
+def held_line(held: list[tuple[str, int, Any, Any]]) -> str:
+    """One line naming the societies a store holds (``society list`` shows them in full)."""
+    if not held:
+        return "it holds none yet (run one: society run, or import one: society replay)"
+    return "it holds: " + ", ".join(f"{n} ({e:,} events)" for n, e, _, _ in held) + " (society list)"
+
+
+@main.command(name="list")
+def list_societies() -> None:
+    """The societies the store holds: name, events, first and last event time (UTC)."""
+    from molt_society.report.source import open_warehouse
+    from molt_society.warehouse import QueryError
+
+    s = get_settings()
+    wh = open_warehouse(s)
+    try:
+        held = stored_societies(wh)
+    except QueryError as exc:
+        raise click.ClickException(f"query failed: {exc}") from None
+    finally:
+        wh.close()
+    t = Table(show_header=True, header_style="bold", title=f"societies in {s.clickhouse_url}")
+    for c in ("society", "events", "first event", "last event"):
+        t.add_column(c)
+    for name, events, first, last in held:
+        t.add_row(_cell(name), f"{events:,}", _cell(first), _cell(last))
+    console.print(t)
+    if not held:
+        console.print(held_line(held), style="dim", highlight=False)
 
 
 @main.command()
