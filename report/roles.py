@@ -324,38 +324,14 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     ):
         best, reason = _best_clustering(feats, n_active)
         out += _population_items(feats, best, reason, prefix, label)
-        if best is not None:
-            ks = sorted(best.silhouettes)
-            series.append(
-                Series(population, [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")
-            )
-    public, why_public, columns = _public_code_clustering(wh, society, study)
-    out += _population_items(study, public, why_public, PUBLIC, PUBLIC_LABEL)
-    out.append(
-        Scalar(
-            f"{PUBLIC}.columns",
-            PUBLIC_LABEL + "feature columns clustered (after dropping constant ones; PCA to "
-            f"{roles_public.PCA_COMPONENTS} components above that many): " + ", ".join(columns),
-            len(columns),
-        )
-    )
-    if public is not None:
-        ks = sorted(public.silhouettes)
-        series.append(
-            Series(
-                "variant: the public code's features",
-                [float(k) for k in ks],
-                [public.silhouettes[k] for k in ks],
-            )
-        )
+        series += _silhouette_series(population, best)
+    public_items, public_series = _public_items(wh, society, study)
+    out += public_items
+    series += public_series
     null = study_population(agent_features(shuffled_targets(edges)), active)
     best_null, why_null = _best_clustering(null, n_active)
     out += _null_items(null, best_null, why_null)
-    if best_null is not None:
-        ks = sorted(best_null.silhouettes)
-        series.append(
-            Series(NULL_LABEL, [float(k) for k in ks], [best_null.silhouettes[k] for k in ks], style="line")
-        )
+    series += _silhouette_series(NULL_LABEL, best_null)
     out.append(
         Figure(
             "roles.silhouette_by_k",
@@ -367,6 +343,29 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         )
     )
     return out
+
+
+def _public_items(wh: Warehouse, society: str, study: AgentFeatures) -> tuple[list[Item], list[Series]]:
+    """The public-code variant's scalars and cluster table, and its silhouette-by-k series."""
+    public, why_public, columns = _public_code_clustering(wh, society, study)
+    items = _population_items(study, public, why_public, PUBLIC, PUBLIC_LABEL)
+    items.append(
+        Scalar(
+            f"{PUBLIC}.columns",
+            PUBLIC_LABEL + "feature columns clustered (after dropping constant ones; PCA to "
+            f"{roles_public.PCA_COMPONENTS} components above that many): " + ", ".join(columns),
+            len(columns),
+        )
+    )
+    return items, _silhouette_series("variant: the public code's features", public)
+
+
+def _silhouette_series(name: str, best: Clustering | None) -> list[Series]:
+    """The silhouette of every k tried, as one line of the figure (none without a clustering)."""
+    if best is None:
+        return []
+    ks = sorted(best.silhouettes)
+    return [Series(name, [float(k) for k in ks], [best.silhouettes[k] for k in ks], style="line")]
 
 
 def _public_code_clustering(
