@@ -243,26 +243,11 @@ def _rewired_table(act: RewiredNull) -> Table:
         ("published logistic: exposure^2 coefficient", act.logit),
         ("variant: time-varying Cox: log hazard ratio", act.tv),
     ]
-    rows: list[list[float | int | str | None]] = []
-    for name, null in named:
-        if null is None:
-            rows.append([name, None, None, None, None, None, None, 0, None, "no model on the sample"])
-            continue
-        rows.append(
-            [
-                name,
-                null.observed,
-                null.mean,
-                null.p2_5,
-                null.p50,
-                null.p97_5,
-                null.p_value,
-                null.permutations,
-                1 / (1 + null.permutations),
-                f"{act.cascades} cascades (seeded sample); at most {act.edges_dropped} edges a draw "
-                "dropped (self-loops, repeats)",
-            ]
-        )
+    note = (
+        f"{act.cascades} cascades (seeded sample); at most {act.edges_dropped} edges a draw dropped "
+        "(self-loops, repeats)"
+    )
+    rows = [_null_row(name, null, note, "no model on the sample") for name, null in named]
     return Table(
         "saturation.rewired_null",
         "null keeping activity: the interaction graph rewired with every agent's in- and out-degree kept, "
@@ -336,44 +321,35 @@ def _rewired_hazard_items(rw: RewiredNull) -> list[Item]:
     ]
 
 
+def _null_row(name: str, null: Null | None, note: str, missing: str) -> list[float | int | str | None]:
+    """One statistic's row of a null table: observed, the null's mean and percentiles, the p-value, the
+    draws and the p-value's resolution; ``missing`` as the note when there is no null."""
+    if null is None:
+        return [name, None, None, None, None, None, None, 0, None, missing]
+    return [
+        name,
+        null.observed,
+        null.mean,
+        null.p2_5,
+        null.p50,
+        null.p97_5,
+        null.p_value,
+        null.permutations,
+        1 / (1 + null.permutations),
+        note,
+    ]
+
+
 def _null_table(sat: Saturation) -> Table:
-    rows: list[list[float | int | str | None]] = []
     named: list[tuple[str, Null | None, CoxResult | LogitResult | str]] = [
         ("published Cox: log hazard ratio", sat.cox_null, sat.cox),
         ("published logistic: exposure^2 coefficient", sat.logit_null, sat.logit),
         ("variant: time-varying Cox: log hazard ratio", sat.tv_null, sat.tv),
     ]
-    for name, null, fit in named:
-        if null is None:
-            rows.append(
-                [
-                    name,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    0,
-                    None,
-                    fit if isinstance(fit, str) else "no shuffle could be fitted",
-                ]
-            )
-            continue
-        rows.append(
-            [
-                name,
-                null.observed,
-                null.mean,
-                null.p2_5,
-                null.p50,
-                null.p97_5,
-                null.p_value,
-                null.permutations,
-                1 / (1 + null.permutations),
-                "",
-            ]
-        )
+    rows = [
+        _null_row(name, null, "", fit if isinstance(fit, str) else "no shuffle could be fitted")
+        for name, null, fit in named
+    ]
     return Table(
         "saturation.variant_permutation_null",
         "variant: permutation null (adoption times shuffled among each cascade's adopters, seeded); "
