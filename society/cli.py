@@ -16,6 +16,7 @@ from rich.table import Table
 
 from molt_society.runtime.logs import configure_logging
 from molt_society.runtime.settings import Settings, get_settings
+from molt_society.society.progress_lines import status as progress_status
 
 console = Console()
 
@@ -520,7 +521,7 @@ def probe(
                 s, wh, _bootstrap(s), name, made, submolt=submolt or _first_submolt(s), seed=seed
             )
             console.print(f"posted {len(made)} probe(s) of tier {tier} in {run.submolt}: run {run.run_id}")
-            with console.status(f"letting the society answer for {wait:.0f} s ..."):
+            with progress_status(console, f"letting the society answer for {wait:.0f} s ..."):
                 time.sleep(wait)
         doc = session.score(s, wh, run, judge_impl, help_models=helpers, help_max_tokens=help_max_tokens)
     except (ProbeError, tasks.ProbeFileError) as exc:
@@ -687,7 +688,7 @@ def report(
                 f"{', '.join(map(repr, missing))}; " + held_line(list(held.values()))
             )
         for n in names:
-            with console.status(f"{n}: starting") as status:
+            with progress_status(console, f"{n}: starting") as status:
                 reports.append(
                     build_report(
                         wh,
@@ -986,7 +987,7 @@ def _fit(
     from molt_society.calibration.fitted_file import fit_record, moment_rows, write_fitted
 
     started = time.perf_counter()
-    with console.status(f"reading {dump} ...") as status:
+    with progress_status(console, f"reading {dump} ...") as status:
         try:
             d = read_dump(dump)
         except ValueError as exc:

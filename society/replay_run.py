@@ -17,6 +17,7 @@ from molt_society.replay.source import Source
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.society.drive import wait_drained
+from molt_society.society.progress_lines import Throttle
 from molt_society.society.stack import LocalStack
 
 
@@ -56,10 +57,16 @@ def replay_source(
         with progress:
             task = progress.add_task("replay", total=total, rate=0.0)
 
+            every = Throttle(5.0)
+
             def on_progress(s: PublishStats) -> None:
                 rate = s.events / max(s.seconds, 1e-6)
                 progress.update(task, completed=s.events, rate=rate)
                 progress_file.update(s.events, rate)
+                if not console.is_terminal and every.due():  # a log: a line every 5 s, not one at the end
+                    console.print(
+                        f"replay {s.events:,}/{total:,} events, {rate:,.0f} events/s", highlight=False
+                    )
 
             stats = asyncio.run(
                 publish(

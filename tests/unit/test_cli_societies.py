@@ -3,6 +3,7 @@ hold is an error naming them (issue 29: it wrote an empty report and exited 0)."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,3 +58,17 @@ def test_a_report_of_a_society_the_store_does_not_hold_names_those_it_does(store
     assert "holds no society 'gamma'" in res.output
     assert "alpha (3 events)" in res.output
     assert "beta (2 events)" in res.output
+
+
+def test_a_report_to_a_file_prints_its_progress_as_lines(store: Path, tmp_path: Path) -> None:
+    """Output that is not a terminal gets a timestamped line per step (no spinner that prints nothing)."""
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(
+        main, ["report", "alpha", "--only", "activity", "--no-embeddings", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    stamped = [line for line in lines if re.match(r"\d\d:\d\d:\d\d alpha: ", line)]
+    assert any(line.endswith("alpha: starting") for line in stamped)
+    assert any(re.search(r"alpha: Activity: \d+\.\d s$", line) for line in stamped)
+    assert out.exists()
