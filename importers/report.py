@@ -214,7 +214,10 @@ class ImportReport:
             "files": [entry.to_dict() for entry in self.files],
         }
 
-    def render(self) -> str:
+    def render(self, max_files: int | None = None, full_report: str | None = None) -> str:
+        """The totals, then each file's part; with ``max_files``, only the files that were not imported
+        cleanly (skipped, failed, partial, with skipped records), at most that many, and a line saying
+        how many more files there are and where the whole per-file report is (``full_report``)."""
         events = self.events_by_type()
         by_status = Counter(f.status for f in self.files)
         lines = [
@@ -234,5 +237,15 @@ class ImportReport:
             lines.append("notes:")
             lines.extend(f"  - {n}" for n in self.notes)
         lines.append("")
-        lines.extend(entry.render() for entry in self.files)
+        shown = self.files
+        if max_files is not None and len(self.files) > max_files:
+            shown = [f for f in self.files if f.status != "imported" or f.skipped_count][:max_files]
+        lines.extend(entry.render() for entry in shown)
+        if len(shown) < len(self.files):
+            clean = sum(1 for f in self.files if f.status == "imported" and not f.skipped_count)
+            lines.append(
+                f"... {len(self.files) - len(shown):,} more files not shown ({clean:,} of all "
+                f"{len(self.files):,} imported cleanly)"
+                + (f"; the per-file report of every file: {full_report}" if full_report else "")
+            )
         return "\n".join(lines)

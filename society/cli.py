@@ -52,6 +52,8 @@ def _named(ctx: click.Context, param: click.Parameter, value: str | None) -> str
     return None if value is None else _society_name(value)
 
 
+REPORT_FILES_SHOWN = 20
+"""Files of an import's per-file report shown on the console (those not imported cleanly first)."""
 POSITIVE = click.IntRange(min=1)
 """Counts that must be at least 1 (agents, ticks, workers): click refuses others with one line."""
 SECONDS = click.FloatRange(min=0, min_open=True)
@@ -405,11 +407,15 @@ def replay(
         src = load_source(source, since=_parse_time(since), until=_parse_time(until))
     except ArchiveError as exc:
         raise click.ClickException(str(exc)) from None
+    society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
     if src.report is not None:
-        console.print(src.report.render(), highlight=False, markup=False)
+        full = s.state_dir / society / "import-report.txt"
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(src.report.render() + "\n", encoding="utf-8")
+        summary = src.report.render(max_files=REPORT_FILES_SHOWN, full_report=str(full))
+        console.print(summary, highlight=False, markup=False)
     if not src.events:
         raise click.ClickException(f"{source}: no events to replay")
-    society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
     stats = replay_source(
         s, src, society=society, speed=factor, console=console, dashboard=dashboard, source_name=source.name
     )
