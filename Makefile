@@ -56,29 +56,27 @@ kcat: ## Install Debian's kcat (tests of outside Kafka clients, docs/kafka-clien
 	@kcat -V | grep -m1 Version
 
 demo: $(STAMP) kafka ## Run 2,000 agents for 1,000 ticks of 5 simulated minutes (3.5 days, about a minute), query it, write its report
-	@rm -rf .society/demo-clickhouse
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society run --society demo --agents 2000 --ticks 1000 --tick-seconds 300
+	$(BIN)/society run --society demo --replace --agents 2000 --ticks 1000 --tick-seconds 300
 	@echo; echo "== Example queries (society sql \"...\")"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT type, count() AS events, uniqExact(actor) AS agents FROM events WHERE society = 'demo' GROUP BY type ORDER BY events DESC"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT max_depth AS depth, count() AS posts, round(100 * count() / sum(count()) OVER (), 2) AS pct FROM threads WHERE society = 'demo' GROUP BY depth ORDER BY depth"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT window_start, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('thread_comments_powerlaw') AND dim IN ('alpha', 'xmin') ORDER BY window_start DESC, dim LIMIT 6"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT window_start, metric, dim, round(value, 3) AS value FROM metrics FINAL WHERE society = 'demo' AND metric IN ('pagerank_top_share', 'topk_churn', 'share_no_comment') ORDER BY window_start DESC, metric, dim LIMIT 10"
 	@echo; echo "== The MoltBook studies' diagnostics of this society (society report)"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-clickhouse $(BIN)/society report demo --out .society/demo-report.html
+	$(BIN)/society report demo --out .society/demo-report.html
 
 
 demo-llm: $(STAMP) ## A society of 200 agents, 8 of them LLM agents on the local SmolLM2 server; what it cost
-	@rm -rf .society/demo-llm-clickhouse
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society run --society demo_llm \
+	$(BIN)/society run --society demo_llm --replace \
 	  --agents 200 --llm-agents 8 --llm-models smollm2-135m,smollm2-135m-hot --ticks 12 --no-dashboard
 	@echo; echo "== What the model calls cost (society sql over the model_calls view)"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT model, count() AS calls, countIf(outcome != 'ok') AS failed_calls, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, round(quantile(0.5)(latency_ms)) AS p50_ms FROM model_calls WHERE society = 'demo_llm' GROUP BY model"
-	CLICKHOUSE_URL=chdb://$(CURDIR)/.society/demo-llm-clickhouse $(BIN)/society sql \
+	$(BIN)/society sql \
 	  "SELECT decision, count() AS calls, any(reason) AS a_reason FROM model_calls WHERE society = 'demo_llm' GROUP BY decision ORDER BY calls DESC"
 # The fault, fuzz and outside-client tests run on both local brokers: the whole suite on the default (Apache
 # Kafka), then these again on Tansu (their tests pinned to one broker run once, in the first pass).

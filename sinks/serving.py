@@ -204,7 +204,9 @@ class SinkServer:
             f.write(self._token)
         tmp_token.replace(token)
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_bytes(orjson.dumps({"pid": os.getpid(), "url": self.url}))
+        # the store it serves: a reader of another store must not take this sink's answers for its own
+        store = str(self.settings.chdb_path.resolve()) if self.settings.chdb_path else None
+        tmp.write_bytes(orjson.dumps({"pid": os.getpid(), "url": self.url, "store": store}))
         tmp.replace(path)
 
     def _remove_state(self) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from molt_society.runtime.logs import configure_logging
 from molt_society.runtime.settings import Settings, get_settings
+from molt_society.society import stored
 from molt_society.society.progress_lines import status as progress_status
 
 console = Console()
@@ -107,6 +108,11 @@ def main() -> None:
     help="behaviour file (SOCIETY_BEHAVIOUR_FILE); a fitted one (society calibrate --fit) also gives the "
     "population, period, tick length and start, unless --agents, --ticks/--duration, --tick-seconds say",
 )
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="the store already holds a society of this name: delete its rows first (without it, an error)",
+)
 def run(
     name: str | None,
     agents: int | None,
@@ -125,6 +131,7 @@ def run(
     resume_name: str | None,
     dashboard: bool,
     behaviour_file: Path | None,
+    replace: bool,
 ) -> None:
     """Run a society of N agents for a duration on the local stack, with live figures.
 
@@ -164,6 +171,11 @@ def run(
         duration = 60.0
     if fork_from is not None or resume_name is not None:
         _check_recorded(s, fork_from or society)
+    if replace and resume_name is not None:
+        raise click.UsageError("--replace starts a society again: not with --resume")
+    if resume_name is None and _check_new(s, society, replace=replace):
+        # the purged rows' deduplication tokens must not meet the new ones (``stored.next_generation``)
+        s = s.model_copy(update={"generation": stored.next_generation(s, society), "resume_us": None})
     summary = _run_society(
         s,
         society,
@@ -177,6 +189,23 @@ def run(
         resume=resume_name is not None,
     )
     _print_run_summary(society, summary)
+
+
+def _check_new(s: Settings, society: str, *, replace: bool) -> int:
+    """A new society's name must not be one the store holds (``society.stored``); the events deleted
+    (``--replace``)."""
+    from molt_society.society.stored import SocietyTaken, check_new_society
+    from molt_society.warehouse import QueryError
+
+    try:
+        deleted = check_new_society(s, society, replace=replace)
+    except SocietyTaken as exc:
+        raise click.ClickException(str(exc)) from None
+    except QueryError as exc:
+        raise click.ClickException(f"cannot read the store {s.clickhouse_url}: {exc}") from None
+    if deleted:
+        console.print(f"deleted the {deleted:,} stored events of {society} (--replace)", highlight=False)
+    return deleted
 
 
 def _fitted_defaults(path: Path | None, *, ticks_given: bool) -> dict[str, Any]:
@@ -234,10 +263,30 @@ def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
     except (StackFailed, BarrierTimeout) as exc:
         console.print(
             f"[bold red]society {society} stopped:[/bold red] {escape(str(exc))}.\nIts processes and broker "
-            f"are stopped; the logs are in {s.state_dir / society} (what the stack did: run.log).",
+            f"are stopped; the logs are in {s.state_dir / society} (what the stack did: run.log). "
+            f"{_finish_advice(society, {'end_tick': _recorded_end_tick(s, society)})}",
             highlight=False,
         )
         sys.exit(1)
+
+
+def _recorded_end_tick(s: Settings, society: str) -> int | None:
+    """The tick a run was to reach, as its configuration recorded it (None for a run by duration)."""
+    from molt_society.society.fork import load_config
+
+    try:
+        end = load_config(s, society).get("end_tick")
+    except (FileNotFoundError, ValueError):
+        return None
+    return None if end is None else int(end)
+
+
+def _finish_advice(society: str, summary: dict[str, Any]) -> str:
+    """The command that finishes a stopped run without losing or changing an event: ``--resume`` rebuilds
+    from the first tick the store may not hold whole (a fork at the stored end would skip a partial tick)."""
+    if summary.get("end_tick") is not None:
+        return f"Finish it (to tick {summary['end_tick']:,}) with: society run --resume {society}"
+    return f"Go on with it with: society run --resume {society} --ticks N (N more ticks)"
 
 
 def _print_run_summary(society: str, summary: dict[str, Any]) -> None:
@@ -259,7 +308,7 @@ def _print_run_summary(society: str, summary: dict[str, Any]) -> None:
             f"{summary['ticks']:,} ticks, {summary['events']:,} events stored"
             f"{'' if summary.get('drained') else ' (not drained: the last tick may be partly stored)'}; "
             f"the stack is stopped, nothing of it runs any more.{restarted} "
-            f"Continue it with: society run --from {society}",
+            f"{_finish_advice(society, summary)}",
             highlight=False,
         )
         sys.exit(128 + signal.Signals[name].value)
@@ -371,8 +420,9 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
     lo, hi = _parse_time(since), _parse_time(until)
     total = count_events(s, society_name, lo, hi)
     if total == 0:
+        where = "" if lo is None and hi is None else " in that span"
         raise click.ClickException(
-            f"society {society_name!r} has no events in ClickHouse ({s.clickhouse_url})"
+            f"society {society_name!r} has no events{where} in {s.clickhouse_url}; {stored.held_by(s)}"
         )
     with Progress(console=console) as progress:
         task = progress.add_task(f"export {society_name}", total=total)
@@ -445,6 +495,11 @@ def dashboard(name: str | None, host: str | None, port: int | None, bootstrap: s
     stack_state = read_state(s)
     society = _society_name(name or stack_state.get("society") or s.society, "--society")
     bootstrap = bootstrap or s.kafka_bootstrap or stack_state.get("bootstrap")
+    if stack_state.get("society") != society:  # a running society may not have stored its first event yet
+        try:
+            stored.check_stored(s, society)
+        except stored.SocietyUnknown as exc:
+            raise click.ClickException(str(exc)) from None
     configure_logging("info", s.log_json)
     console.print(
         f"dashboard of society [bold]{society}[/bold] (ClickHouse {s.clickhouse_url}; broker "
@@ -687,11 +742,11 @@ def report(
     encoder = Encoder()  # one model load for both societies
     reports = []
     try:
-        held = {row[0]: row for row in stored_societies(wh)}
+        held = {row[0]: row for row in stored.stored_societies(wh)}
         if missing := [n for n in names if n not in held]:
             raise click.ClickException(
                 f"the store {get_settings().clickhouse_url} holds no society "
-                f"{', '.join(map(repr, missing))}; " + held_line(list(held.values()))
+                f"{', '.join(map(repr, missing))}; " + stored.held_line(list(held.values()))
             )
         for n in names:
             with progress_status(console, f"{n}: starting") as status:
@@ -746,22 +801,6 @@ def _reference(society: str, dump: Path | None) -> Any:
     return Reference(f"the dump {(b.fit or {}).get('dump', '?')} (fitted in {path})", real)
 
 
-def stored_societies(wh: Any) -> list[tuple[str, int, Any, Any]]:
-    """(name, events, first, last event time) of every society the store holds, by name."""
-    rows = wh.query(
-        "SELECT society, count(), min(occurred_at), max(occurred_at) FROM events FINAL "
-        "GROUP BY society ORDER BY society"
-    ).rows
-    return [(str(r[0]), int(r[1]), r[2], r[3]) for r in rows]
-
-
-def held_line(held: list[tuple[str, int, Any, Any]]) -> str:
-    """One line naming the societies a store holds (``society list`` shows them in full)."""
-    if not held:
-        return "it holds none yet (run one: society run, or import one: society replay)"
-    return "it holds: " + ", ".join(f"{n} ({e:,} events)" for n, e, _, _ in held) + " (society list)"
-
-
 @main.command(name="list")
 def list_societies() -> None:
     """The societies the store holds: name, events, first and last event time (UTC)."""
@@ -771,7 +810,7 @@ def list_societies() -> None:
     s = get_settings()
     wh = open_warehouse(s)
     try:
-        held = stored_societies(wh)
+        held = stored.stored_societies(wh)
     except QueryError as exc:
         raise click.ClickException(f"query failed: {exc}") from None
     finally:
@@ -783,7 +822,7 @@ def list_societies() -> None:
         t.add_row(_cell(name), f"{events:,}", _cell(first), _cell(last))
     console.print(t)
     if not held:
-        console.print(held_line(held), style="dim", highlight=False)
+        console.print(stored.held_line(held), style="dim", highlight=False)
 
 
 @main.command()
@@ -796,8 +835,9 @@ def sql(sql: str, fmt: str) -> None:
     no query can change a setting or reach files, the network or other processes (``warehouse``)."""
     from molt_society.warehouse import QueryError, Refused, open_reader
 
+    s = get_settings()
     try:
-        reader = open_reader(get_settings())
+        reader = open_reader(s)
         try:
             res = reader.query(sql)
         finally:
@@ -824,7 +864,7 @@ def sql(sql: str, fmt: str) -> None:
             # agent-written text is data: no rich markup interpretation
             t.add_row(*(_cell(v) for v in r))
         console.print(t)
-        console.print(f"{len(res.rows)} row(s)", style="dim")
+        console.print(f"{len(res.rows)} row(s) from {s.clickhouse_url}", style="dim", highlight=False)
 
 
 def _cell(v: Any) -> Any:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -57,8 +56,8 @@ from molt_society.society.experiment_base import ExperimentError as ExperimentEr
 from molt_society.society.experiment_plan import BaseHistory, build_plan, needs_history
 from molt_society.society.experiment_progress import Display
 from molt_society.society.experiment_store import ExperimentRow, Recorded, Store, new_version, now
-from molt_society.society.fork import config_path
 from molt_society.society.stack import check_no_live_stack
+from molt_society.society.stored import held_by, next_generation
 
 log = get_logger(__name__)
 
@@ -181,7 +180,7 @@ def run_experiment(
     if not base_ids:
         raise ExperimentError(
             f"base society {base.society!r} has no events before the fork point (tick {base.point.tick}) "
-            f"in ClickHouse ({settings.clickhouse_url})"
+            f"in ClickHouse ({settings.clickhouse_url}); {held_by(settings)}"
         )
     outcome = ExperimentOutcome(spec.name, base.society, base.point.tick, [p.society for p in pairs])
     console.print(
@@ -222,7 +221,7 @@ def _run_pair(run: _Run, pair: Pair, rec: Recorded | None) -> None:
             )
     else:
         display.say(f"{pair.label}: {pair.society} was left unfinished (or ran another spec); purging it")
-        generation = _next_generation(settings, pair.society)
+        generation = next_generation(settings, pair.society)
         with run.store() as store:
             store.purge(pair.society)
         shutil.rmtree(state, ignore_errors=True)
@@ -249,21 +248,6 @@ def _run_pair(run: _Run, pair: Pair, rec: Recorded | None) -> None:
         done = replace(run.row(pair, "done", started), history_events=len(ids), history_verified=1)
         store.write(replace(done, finished_at=now(), wall_seconds=wall))
     display.pair_done(pair.label, pair.society, wall, len(ids))
-
-
-def _next_generation(settings: Settings, society: str) -> int:
-    """The topic generation of a rerun: one more than the last attempt's.
-
-    A purge deletes the rows but not the tables' insert deduplication log, which remembers the sink's
-    tokens (``topic:partition:first-last``); a rerun on the same topic names and offsets would have its
-    inserts dropped as duplicates. Another generation qualifies the topic in the tokens and ``_topic``
-    (``<topic>@g<n>``, ``sinks.resume.Generation``), so they never collide with an earlier attempt's."""
-    path = config_path(settings, society)
-    try:
-        last = int(json.loads(path.read_text()).get("generation") or 0)
-    except (OSError, ValueError):
-        last = 0
-    return last + 1
 
 
 def _verify(society: str, base: str, ids: set[str], base_ids: set[str]) -> None:

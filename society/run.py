@@ -507,8 +507,9 @@ def _drive_to_end(drive: _Drive, on_broker_lost: BrokerLostHook | None) -> dict[
     """Drive the clock from ``start_tick``; a lost broker is rebuilt by ``on_broker_lost`` (if given) and
     the clock goes on from the tick it returns. The summary of ``_Driver.run``, counting every tick run."""
     stack, console, society, first_tick = drive.stack, drive.console, drive.stack.society, drive.start_tick
-    if drive.ticks is not None:  # what a resumed run goes on to
-        save_config(stack.settings, society, end_tick=first_tick + drive.ticks)
+    end_tick = None if drive.ticks is None else first_tick + drive.ticks
+    if end_tick is not None:  # what a resumed run goes on to
+        save_config(stack.settings, society, end_tick=end_tick)
     kafka_logs = _KafkaLogs(stack.run_dir / "driver.log")
 
     async def run() -> dict[str, Any]:  # the driver's events and tasks belong to the loop that runs it
@@ -535,6 +536,7 @@ def _drive_to_end(drive: _Drive, on_broker_lost: BrokerLostHook | None) -> dict[
             stack.journal("run.continues", tick=start_tick, bootstrap=stack.bootstrap)
             console.print(f"the society continues at tick {start_tick} on {stack.bootstrap}")
     summary["ticks"] += drive.start_tick - first_tick
+    summary["end_tick"] = end_tick
     if summary["end_us"]:
         save_config(stack.settings, society, end_us=summary["end_us"])
     return summary

@@ -109,12 +109,13 @@ class SinkReader:
 
 
 def running_sink(settings: Any, society: str | None = None) -> str | None:
-    """URL of the live sink that owns the embedded chDB of ``settings`` (``society``'s first, then any):
-    its ``/query`` is then the only way to the data. None on a ClickHouse server, or when no sink answers
-    (the directory is free for a session of this process)."""
+    """URL of the live sink that owns the embedded chDB of ``settings`` (``society``'s first, then any;
+    only a sink of that directory): its ``/query`` is then the only way to the data. None on a ClickHouse
+    server, or when no sink of that directory answers (the directory is free for a session of this
+    process)."""
     if settings.chdb_path is None:
         return None
-    return running_sink_url(settings.state_dir, society)
+    return running_sink_url(settings.state_dir, society, settings.chdb_path)
 
 
 def _wait_for_claiming_sink(settings: Any, society: str | None, patience: float = 60.0) -> str | None:

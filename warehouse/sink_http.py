@@ -53,12 +53,18 @@ def dumps_json(value: Any) -> bytes:
     )
 
 
-def running_sink_url(state_dir: Path, society: str | None = None) -> str | None:
-    """URL of a live sink under ``state_dir`` (``society``'s first, then any), if one answers."""
+def running_sink_url(state_dir: Path, society: str | None = None, store: Path | None = None) -> str | None:
+    """URL of a live sink under ``state_dir`` (``society``'s first, then any), if one answers; with
+    ``store`` (a chDB directory), only a sink that serves that store (a sink of another store answers
+    from another record)."""
     own = [state_dir / society / STATE_FILE] if society else []
+    want = str(store.resolve()) if store is not None else None
     for path in [*own, *sorted(p for p in state_dir.glob(f"*/{STATE_FILE}") if p not in own)]:
         try:
-            url = str(json.loads(path.read_text())["url"])
+            doc = json.loads(path.read_text())
+            if want is not None and doc.get("store") != want:
+                continue
+            url = str(doc["url"])
             with urllib.request.urlopen(f"{url}/health", timeout=2):
                 return url
         except (OSError, ValueError, KeyError):
