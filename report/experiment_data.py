@@ -12,11 +12,13 @@ readers take server-side parameters one day, ``bind`` is the one place to change
 Streaming metrics (``metrics``, see ``streams.aggregate``): every (metric, dim) with a scalar meaning that
 some society of the experiment emitted, except per-thread, per-leader and histogram metrics (``SKIPPED``),
 the power-law fit's diagnostics (only ``alpha`` is kept) and ``topk_jaccard`` (1 - ``topk_churn``). A
-society's windows are those that start at or after its fork (``window_start >= fork_at``) and for which it
-emitted any metric. Counts (``COUNTS``: events, active agents, graph size, removals, bans) are 0 in a window
+society's windows are those that end after its fork (``window_end > fork_at``) and for which it emitted
+any metric: the window holding the fork counts whole, so what an intervention did at the fork tick (a ban,
+a removal) is counted however the windows are aligned; that window's part before the fork is the base's
+history, the same in every arm, so it moves no effect (a difference from the control). Counts (``COUNTS``: events, active agents, graph size, removals, bans) are 0 in a window
 of the society without a row; the others are undefined there. A society's value is the mean over its
 windows where the metric is defined; its series is the value per window, at the window's offset from the
-fork (seconds).
+fork (seconds; negative for a window that started before the fork).
 
 Diagnostics from the society's own events after the fork (``occurred_at >= fork_at``), see ``DIAGNOSTICS``.
 """
@@ -198,7 +200,7 @@ METRICS_SQL = """
 SELECT metric, dim, toUnixTimestamp64Micro(window_start) - {fork_us:Int64} AS offset_us, value
 FROM metrics FINAL
 WHERE society = {society:String}
-  AND window_start >= fromUnixTimestamp64Micro({fork_us:Int64}, 'UTC')
+  AND window_end > fromUnixTimestamp64Micro({fork_us:Int64}, 'UTC')
   AND NOT has({skipped:Array(String)}, metric)
 ORDER BY metric, dim, offset_us
 """

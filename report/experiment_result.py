@@ -145,7 +145,10 @@ def _streaming_keys(metrics: Mapping[str, SocietyMetrics]) -> list[str]:
     return sorted({k for m in metrics.values() for k in m.values})
 
 
-STREAM_SOURCE = "streaming metric: mean over the society's windows that start at or after the fork"
+STREAM_SOURCE = (
+    "streaming metric: mean over the society's windows that end after the fork (the window holding the fork "
+    "whole: its part before the fork is the base's, the same in every arm)"
+)
 EVENTS_SOURCE = "events after the fork (SQL)"
 
 

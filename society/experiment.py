@@ -25,7 +25,7 @@ Compare arms in SQL, e.g. the events per window after the fork::
     FROM experiments AS e FINAL
     JOIN metrics AS m FINAL ON m.society = e.society
     WHERE e.experiment = 'feed-and-moderation' AND e.status = 'done'
-      AND m.metric = 'events_total' AND m.window_start >= e.fork_at
+      AND m.metric = 'events_total' AND m.window_end > e.fork_at
     GROUP BY e.arm, e.seed ORDER BY e.arm, e.seed
 
 At the end ``report.experiment_result.write_result`` writes the result (HTML and JSON) to

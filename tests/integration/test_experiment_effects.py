@@ -235,3 +235,9 @@ def test_banning_the_top10_by_pagerank(experiments: Run) -> None:
     e = _effect(metric, "ban-top10")
     assert e["significant_unadjusted"], e
     assert e["difference"] < 0, e
+    # the 10 bans happen at the fork tick, inside the window that started before the fork (tick 30 of
+    # 300 s is 2.5 h: the 2-3 h window); the result counts that window, so every seed shows them
+    bans = _metric(doc, "banned")
+    assert all(v > 0 for v in bans["values"]["ban-top10"].values()), bans["values"]
+    assert all(v == 0 for v in bans["values"]["control"].values()), bans["values"]
+    assert _effect(bans, "ban-top10")["difference"] > 0

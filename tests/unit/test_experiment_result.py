@@ -437,3 +437,29 @@ def test_common_seeds_pair_the_differences_by_seed(stack: tuple[Settings, Any]) 
     assert min(shift) - 0.01 <= p["ci_low"] < p["ci_high"] <= max(shift) + 0.01  # within the differences
     assert not u["significant_unadjusted"]
     assert u["ci_low"] < 0 < u["ci_high"]
+
+
+def test_a_ban_at_a_fork_inside_a_window_is_counted(stack: tuple[Settings, Any]) -> None:
+    """Issue 29: a fork at 16:40 with hourly windows put the 10 bans of the fork tick in the window that
+    started at 16:00, and the result (windows starting at or after the fork) showed banned 0 [0, 0]. The
+    window holding the fork now counts whole; its part before the fork is the base's in every arm."""
+    settings, client = stack
+    start = FORK - timedelta(minutes=40)  # windows 11:20-12:20, 12:20-13:20, ...; the fork at 12:00
+    for seed in range(5):
+        for arm, bans in (("control", 0.0), ("moderated", 10.0)):
+            society = f"ban.{arm}.s{seed}"
+            add_run(client, "ban", arm, seed, society, control=arm == "control", common=True)
+            add_metric(client, society, "banned", "", [bans, 0.0, 0.0], start=start)
+            add_metric(client, society, "active_agents", "", [50.0, 50.0 + seed, 50.0], start=start)
+            # a window that ended at the fork is the base's alone: never counted
+            add_metric(client, society, "banned", "", [99.0], start=FORK - HOUR)  # 11:00-12:00
+    client.close()
+    doc = build(settings, "ban")
+    e = entry(doc, "banned")
+    arms = {a["arm"]: a for a in e["arms"]}
+    assert arms["moderated"]["mean"] == pytest.approx(10 / 3)  # 10 bans over the 3 windows since the fork
+    assert arms["control"]["mean"] == pytest.approx(0.0)
+    effect = next(x for x in e["effects"] if x["arm"] == "moderated")
+    assert effect["difference"] == pytest.approx(10 / 3)
+    assert effect["ci_low"] > 0
+    assert e["series"]["offsets_s"][0] == pytest.approx(-40 * 60)
