@@ -245,6 +245,7 @@ def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
     """``society.run.run_society`` with the local broker rebuilt when lost; exits 1 when the stack failed."""
     from molt_society.agents.clock import BarrierTimeout
     from molt_society.runtime.preflight import EnvironmentProblem
+    from molt_society.society.fork import ForkError
     from molt_society.society.recover import rebuild_hook
     from molt_society.society.run import run_society
     from molt_society.society.stack import StackBusy, StackFailed
@@ -258,7 +259,7 @@ def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
             on_broker_lost=rebuild_hook if s.mode == "sim" and not s.kafka_bootstrap else None,
             **options,
         )
-    except (StackBusy, EnvironmentProblem) as exc:
+    except (StackBusy, EnvironmentProblem, ForkError) as exc:
         raise click.ClickException(str(exc)) from None
     except (StackFailed, BarrierTimeout) as exc:
         console.print(
@@ -557,6 +558,7 @@ def probe(
     from molt_society.probes import session, tasks
     from molt_society.report.probe_runs import ProbeError, load_run
     from molt_society.report.source import open_warehouse
+    from molt_society.warehouse import QueryError
 
     s = get_settings()
     judge_impl = _judge(s, judge, judge_model)
@@ -584,9 +586,14 @@ def probe(
             console.print(f"posted {len(made)} probe(s) of tier {tier} in {run.submolt}: run {run.run_id}")
             with progress_status(console, f"letting the society answer for {wait:.0f} s ..."):
                 time.sleep(wait)
+            # the society may have ended meanwhile (its sink gone): read the store as it is now
+            wh.close()
+            wh = open_warehouse(s)
         doc = session.score(s, wh, run, judge_impl, help_models=helpers, help_max_tokens=help_max_tokens)
     except (ProbeError, tasks.ProbeFileError) as exc:
         raise click.ClickException(str(exc)) from None
+    except QueryError as exc:
+        raise click.ClickException(f"cannot read the store {s.clickhouse_url}: {exc}") from None
     finally:
         wh.close()
     _print_probe_results(doc)

@@ -80,18 +80,31 @@ class ForkPoint:
     at_us: int  # its start, the end of the copied history
 
 
+class ForkError(ValueError):
+    """A fork that cannot be made as asked (a usage error: the CLI says it in one line)."""
+
+
 def fork_point(settings: Settings, at: datetime | int | None, end_us: int | None) -> ForkPoint:
     """The tick boundary at or after ``at`` (an event time, or a tick number: the start of that tick), or
-    the old society's end when ``at`` is None."""
+    the old society's end when ``at`` is None. A point after the old society's recorded end is an error:
+    the new society would start with ticks that never ran."""
     origin = datetime.fromisoformat(settings.sim_start)
     tick_us = int(settings.tick_seconds * 1_000_000)
+    end_tick = None if end_us is None else max(1, math.ceil((end_us - to_us(origin)) / tick_us))
     if isinstance(at, int):
         tick = max(1, at)
-        return ForkPoint(tick, to_us(origin + timedelta(microseconds=tick * tick_us)))
-    target = to_us(at) if at is not None else end_us
-    if target is None:
-        raise ValueError("the old society has no recorded end; give --at")
-    tick = max(1, math.ceil((target - to_us(origin)) / tick_us))
+    else:
+        target = to_us(at) if at is not None else end_us
+        if target is None:
+            raise ForkError("the old society has no recorded end; give --at")
+        tick = max(1, math.ceil((target - to_us(origin)) / tick_us))
+    if end_tick is not None and tick > end_tick:
+        asked = at if isinstance(at, int) else at.isoformat() if at else "its end"
+        raise ForkError(
+            f"--at {asked} is after the old society's "
+            f"end (tick {end_tick:,}, {from_us(end_tick * tick_us + to_us(origin)).isoformat()}): fork at "
+            "or before it"
+        )
     return ForkPoint(tick, to_us(origin + timedelta(microseconds=tick * tick_us)))
 
 
@@ -115,7 +128,7 @@ def fork_settings(settings: Settings, source: str, seed: int | None) -> tuple[Se
     """The new society's settings: the old one's configuration, optionally another seed."""
     cfg = load_config(settings, source)
     if cfg.get("mode", "sim") != "sim":
-        raise ValueError(f"society {source!r} ran in real time; only simulated societies can be forked")
+        raise ForkError(f"society {source!r} ran in real time; only simulated societies can be forked")
     update = {k: cfg[k] for k in CONFIG_FIELDS if k in cfg}
     if update.get("arm_plan") is not None:  # recorded as text; model_copy does not validate
         update["arm_plan"] = Path(update["arm_plan"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from click.testing import CliRunner
 
 from molt_society.runtime.settings import Settings
+from molt_society.schemas.control import to_us
 from molt_society.society.cli import main
 from molt_society.society.fork import fork_point
 
@@ -50,3 +52,19 @@ def test_a_bad_society_name_is_a_usage_error_before_anything_runs(tmp_path: obje
             assert res.exit_code == 2, (argv, res.output)
             assert "invalid society name" in res.output, (argv, res.output)
             assert "Traceback" not in res.output
+
+
+def test_a_fork_after_the_old_society_s_end_is_a_usage_error() -> None:
+    """``society run --from demo --at 200`` of a society that ran 30 ticks forked with 170 ticks that
+    never ran; it is an error naming the end."""
+    from molt_society.society.fork import ForkError
+
+    s = Settings(tick_seconds=300.0)
+    origin = to_us(datetime.fromisoformat(s.sim_start))
+    end_us = origin + 30 * 300 * 1_000_000 - 1  # inside tick 29: the default fork is at tick 30
+    assert fork_point(s, None, end_us).tick == 30
+    assert fork_point(s, 30, end_us).tick == 30
+    with pytest.raises(ForkError, match=r"--at 200 is after the old society's end \(tick 30"):
+        fork_point(s, 200, end_us)
+    with pytest.raises(ForkError, match="no recorded end"):
+        fork_point(s, None, None)
