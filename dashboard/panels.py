@@ -116,8 +116,9 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "activity",
         "Activity",
-        "Events stored per second by type (sink insert time, last 2 minutes); active and new agents per "
-        "event-time window.",
+        "Events stored per second by type (sink insert time, last 2 minutes); events/s stored in the 10 s "
+        "up to now; active agents (posted, commented or voted: the report's definition) in all and per "
+        "event-time window, and new agents per window.",
         (
             Query(
                 "rate",
@@ -132,7 +133,8 @@ ORDER BY second, type
             Query(
                 "totals",
                 """
-SELECT count() AS events, uniqExact(actor) AS agents, countIf(type = 'post_created') AS posts,
+SELECT count() AS events, countIf(type = 'post_created') AS posts,
+       uniqExactIf(actor, type IN ('post_created', 'comment_created', 'vote_cast')) AS agents,
        countIf(type = 'comment_created') AS comments, countIf(type = 'vote_cast') AS votes,
        max(occurred_at) AS society_time
 FROM events

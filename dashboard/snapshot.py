@@ -17,7 +17,9 @@ from scipy.special import zeta
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, sink_health
 from molt_society.replay.progress import read_progress
+from molt_society.runtime.broker import process_start_time
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.stack_state import read_state
 from molt_society.warehouse import QueryError
 
 
@@ -63,6 +65,20 @@ async def collect_panels(source: ClickHouseSource, society: str) -> dict[str, An
     return out
 
 
+def society_running(settings: Settings, society: str) -> bool:
+    """Whether a stack of ``society`` runs now (its driver, as ``stack.json`` names it, is alive: the same
+    pid and start time) or a replay of it is in progress: the page then expects events to keep coming and
+    says so when they stop (a stored society is shown as such, without that warning)."""
+    state = read_state(settings)
+    driver = state.get("driver") or {}
+    if state.get("society") == society and isinstance(driver.get("pid"), int):
+        start = process_start_time(driver["pid"])
+        if start is not None and start == driver.get("start"):
+            return True
+    progress = read_progress(settings.state_dir, society) or {}
+    return bool(progress) and not progress.get("done")
+
+
 class Snapshotter:
     """Computes snapshots on an interval and hands the newest to every subscriber."""
 
@@ -84,6 +100,7 @@ class Snapshotter:
         snap = {
             "seq": self.seq,
             "society": self.society,
+            "running": society_running(self.settings, self.society),
             "generated_at": time.time(),
             "refresh_ms": round((time.perf_counter() - began) * 1000, 1),
             "clickhouse": {"url_kind": self.source.mode, "ok": _any_ok(panels)},

@@ -15,8 +15,9 @@ the power-law fit's diagnostics (only ``alpha`` is kept) and ``topk_jaccard`` (1
 society's windows are those that end after its fork (``window_end > fork_at``) and for which it emitted
 any metric: the window holding the fork counts whole, so what an intervention did at the fork tick (a ban,
 a removal) is counted however the windows are aligned; that window's part before the fork is the base's
-history, the same in every arm, so it moves no effect (a difference from the control). Counts (``COUNTS``: events, active agents, graph size, removals, bans) are 0 in a window
-of the society without a row; the others are undefined there. A society's value is the mean over its
+history, the same in every arm, so it moves no effect (a difference from the control). Counts
+(``COUNTS``: events, active agents, graph size, removals, bans) are 0 in a window of the society without a
+row; the others are undefined there. A society's value is the mean over its
 windows where the metric is defined; its series is the value per window, at the window's offset from the
 fork (seconds; negative for a window that started before the fork).
 

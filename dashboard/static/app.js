@@ -122,20 +122,19 @@
   }
 
   // --- panels -----------------------------------------------------------------------------------------
-  function renderActivity(p) {
+  function renderActivity(p, health) {
     const tot = rows(p, "totals"), rate = rows(p, "rate"), win = rows(p, "windows");
     const t = tot && tot[0] ? tot[0] : {};
-    let last10 = null;
-    if (rate && rate.length) {
-      const now = Math.max(...rate.map((r) => ts(r.second)));
-      const recent = rate.filter((r) => ts(r.second) > now - 10);
-      last10 = recent.reduce((a, r) => a + r.events, 0) / 10;
-    }
+    // stored in the 10 s up to now (ClickHouse's clock), not up to the newest stored event: a society
+    // that stopped storing shows 0, not its last rate
+    const fr = (rows(health, "freshness") || [])[0] || {};
+    const last10 = fr.events_per_s_10s === undefined ? null : fr.events_per_s_10s;
     kpis(part("activity", "kpis", "kpis"), [
-      ["events", fmt(t.events), "events", t.events], ["agents", fmt(t.agents), "agents", t.agents],
+      ["events", fmt(t.events), "events", t.events],
+      ["active agents (posted, commented or voted)", fmt(t.agents), "agents", t.agents],
       ["posts", fmt(t.posts), "posts", t.posts], ["comments", fmt(t.comments), "comments", t.comments],
       ["votes", fmt(t.votes), "votes", t.votes],
-      ["events/s (last 10 s stored)", fmt(last10), "rate"],
+      ["events/s stored (last 10 s to now)", fmt(last10), "rate", last10],
       ["society time", t.society_time ? String(t.society_time).slice(0, 19).replace("T", " ") : "–", "society_time"],
     ]);
     const types = bySeries(rate || [], "type", "events", "second");
@@ -169,8 +168,8 @@
     const c = rows(p, "ccdf") || [], f = rows(p, "fit") || [];
     const fit = Object.fromEntries(f.map((r) => [r.dim, r.value]));
     plot(part("cascades", "ccdf-chart", "chart-box"), [
-      { name: "observed P(S ≥ s)", points: c.map((r) => [r.size, r.ccdf]), kind: "dots" },
-      { name: fit.alpha ? `power law, alpha ${fit.alpha.toFixed(2)}` : "power law (no fit yet)", points: fitLine || [], dash: "5 3" },
+      { name: "observed P(S ≥ s)", points: c.map((r) => [r.size, r.ccdf]), kind: "dots", color: "#2563eb" },
+      { name: fit.alpha ? `power law, alpha ${fit.alpha.toFixed(2)}` : "power law (no fit yet)", points: fitLine || [], dash: "5 3", color: "#dc2626" },
     ], { logX: true, logY: true, xLabel: "cascade size s (comments in a thread), log-log" });
     kpis(part("cascades", "kpis", "kpis"), [
       ["alpha", fit.alpha ? fit.alpha.toFixed(3) : "–", "alpha", fit.alpha],
@@ -252,6 +251,17 @@
     markPanel("health", p, true);
   }
 
+  // A running society that stored nothing for this long is called stale (a live one stores every tick).
+  const STALE_MS = 10000;
+  function staleness(snap) {
+    const fr = (rows(snap.panels.health, "freshness") || [])[0] || {};
+    const ms = fr.ms_since_last_insert;
+    if (!snap.running || ms === undefined || ms === null || ms < STALE_MS) return "";
+    const since = ms < 1e9 ? `for ${fmt(Math.round(ms / 1000))} s` : "yet";
+    return `Nothing stored ${since} although society ${snap.society} runs: its figures are not live ` +
+      "(society status says which process is behind).";
+  }
+
   function renderStatus(snap) {
     $("#society-name").textContent = snap.society;
     document.title = `society ${snap.society}`;
@@ -271,6 +281,16 @@
     } else {
       pill.textContent = "broker: checking"; pill.className = "pill warn";
     }
+    const stale = staleness(snap);
+    if (stale) {
+      banner.textContent = banner.hidden ? stale : `${banner.textContent} ${stale}`;
+      banner.hidden = false;
+    }
+    const state = $("#state");
+    if (state) {
+      state.textContent = snap.running ? (stale ? "running, nothing stored lately" : "running") : "stored (not running)";
+      state.className = snap.running ? (stale ? "pill bad" : "pill ok") : "pill muted";
+    }
     const sink = snap.health.sink;
     if (sink && sink.failing) {
       const f = sink.failing;
@@ -287,7 +307,7 @@
     const P = snap.panels;
     renderStatus(snap);
     const steps = [
-      () => renderActivity(P.activity), () => renderThreads(P.threads),
+      () => renderActivity(P.activity, P.health), () => renderThreads(P.threads),
       () => renderCascades(P.cascades, P.cascades.fit_line), () => renderInfluence(P.influence),
       () => renderContent(P.content), () => renderHealth(P.health, snap.health),
     ];
@@ -305,10 +325,10 @@
   function connect() {
     const conn = $("#conn");
     const es = new EventSource("/api/stream");
-    es.addEventListener("open", () => { conn.textContent = "live"; conn.className = "pill ok"; });
+    es.addEventListener("open", () => { conn.textContent = "dashboard connected"; conn.className = "pill ok"; });
     es.addEventListener("error", () => { conn.textContent = "reconnecting to the dashboard…"; conn.className = "pill bad"; });
     es.addEventListener("snapshot", (ev) => {
-      conn.textContent = "live"; conn.className = "pill ok";
+      conn.textContent = "dashboard connected"; conn.className = "pill ok";
       render(JSON.parse(ev.data));
     });
   }

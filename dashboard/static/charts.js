@@ -5,6 +5,12 @@
   const NS = "http://www.w3.org/2000/svg";
   const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563",
     "#65a30d", "#9333ea"];
+  // A series keeps its colour for the life of the page, whatever order a refresh lists the series in.
+  const COLOURS = new Map();
+  function colorOf(name) {
+    if (!COLOURS.has(name)) COLOURS.set(name, PALETTE[COLOURS.size % PALETTE.length]);
+    return COLOURS.get(name);
+  }
 
   function el(name, attrs, text) {
     const node = document.createElementNS(NS, name);
@@ -88,7 +94,7 @@
     if (opts.xLabel) axes.appendChild(el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", class: "label" }, opts.xLabel));
     svg.appendChild(axes);
     series.forEach((s, i) => {
-      const color = s.color || PALETTE[i % PALETTE.length];
+      const color = s.color || colorOf(s.name);
       const ps = s.points.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1])
         && (!opts.logX || p[0] > 0) && (!opts.logY || p[1] > 0));
       if (!ps.length) return;
@@ -113,7 +119,7 @@
     series.forEach((s, i) => {
       const item = document.createElement("span");
       const sw = document.createElement("i");
-      sw.style.background = s.color || PALETTE[i % PALETTE.length];
+      sw.style.background = s.color || colorOf(s.name);
       item.appendChild(sw);
       item.appendChild(document.createTextNode(s.name));
       box.appendChild(item);
