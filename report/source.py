@@ -30,7 +30,7 @@ from molt_society.warehouse import (
     quoted,
     running_sink,
 )
-from molt_society.warehouse.reader import open_session
+from molt_society.warehouse.reader import open_session, require_store
 from molt_society.warehouse.sink_http import STATE_FILE, read_token, store_embeddings_http
 
 __all__ = [
@@ -146,6 +146,7 @@ def open_warehouse(settings: Settings) -> Warehouse:
     url = running_sink(settings)
     if url is not None:
         return sink_warehouse(settings, url)
+    require_store(settings)
     return ClientWarehouse.open(
         settings.clickhouse_url, settings.clickhouse_reader_url, report_limits(settings)
     )

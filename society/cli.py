@@ -61,7 +61,20 @@ SECONDS = click.FloatRange(min=0, min_open=True)
 """Durations that must be above 0."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The ``society`` group: a command that reads a store that does not exist says so in one line (a
+    reader never creates an empty store, ``warehouse.reader.require_store``)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from molt_society.warehouse.reader import NoStore
+
+        try:
+            return super().invoke(ctx)
+        except NoStore as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Run, watch and query an event-sourced LLM-agent society (MoltBook-style).
 

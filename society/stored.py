@@ -40,8 +40,12 @@ def stored_events(settings: Settings, society: str) -> int:
     """How many events of ``society`` the store of ``settings`` holds (through a running sink if one
     serves it)."""
     from molt_society.report.source import open_warehouse
+    from molt_society.warehouse.reader import NoStore
 
-    wh = open_warehouse(settings)
+    try:
+        wh = open_warehouse(settings)
+    except NoStore:  # a store not created yet holds nothing
+        return 0
     try:
         # a checked name ([A-Za-z0-9_.-], no quote) is the only text spliced; the readers take no parameters
         name = check_society_name(society)

@@ -157,7 +157,23 @@ def open_reader(settings: Any = None, society: str | None = None) -> Reader:
         url = _wait_for_claiming_sink(settings, society)
     if url is not None:
         return SinkReader(url)
+    require_store(settings)
     return SessionReader(settings.clickhouse_url, settings.clickhouse_reader_url, user_limits(settings))
+
+
+class NoStore(QueryError):
+    """The embedded store a reader names does not exist (a reader never creates one)."""
+
+
+def require_store(settings: Any) -> None:
+    """``NoStore`` when ``settings`` name a chDB folder that does not exist: opening it would create an
+    empty store (in the working directory, for the default) and answer every question with nothing."""
+    path = settings.chdb_path
+    if path is not None and not path.is_dir():
+        raise NoStore(
+            f"no store at {path}: nothing has been stored there (run a society first: `make demo` or "
+            "`society run`), or CLICKHOUSE_URL names another folder"
+        )
 
 
 def run_query(settings: Any, sql: str) -> Result:
