@@ -49,10 +49,20 @@ class Dump:
     import_summary: str = ""
 
 
-def read_dump(path: Path) -> Dump:
-    """The dump at ``path`` (a file or a folder); ``ValueError`` when it holds no posts and comments."""
+def first_threads(events: list[Event], max_posts: int) -> list[Event]:
+    """The events of the ``max_posts`` first posts' threads (by the post's time, then id) and every event
+    outside a thread: a smaller dump of the same kind, over the first part of its period."""
+    posts = sorted((e.occurred_at, e.body.post_id) for e in events if isinstance(e, PostCreated))
+    kept = {post_id for _, post_id in posts[:max_posts]}
+    thread_bodies = (PostCreated, CommentCreated, VoteTallied)
+    return [e for e in events if not isinstance(e, thread_bodies) or e.body.post_id in kept]
+
+
+def read_dump(path: Path, max_posts: int | None = None) -> Dump:
+    """The dump at ``path`` (a file or a folder); ``ValueError`` when it holds no posts and comments.
+    ``max_posts``: only the first threads (``first_threads``; ``SOCIETY_FIT_MAX_POSTS``)."""
     result = import_path(path, "fit")
-    events = result.events
+    events = result.events if max_posts is None else first_threads(result.events, max_posts)
     posts = [e for e in events if isinstance(e, PostCreated)]
     comments = [e for e in events if isinstance(e, CommentCreated)]
     if not posts or not comments:

@@ -1053,9 +1053,12 @@ def _fit(
     from molt_society.calibration.fitted_file import fit_record, moment_rows, write_fitted
 
     started = time.perf_counter()
+    limit = get_settings().fit_max_posts
     with progress_status(console, f"reading {dump} ...") as status:
+        if limit is not None:
+            console.print(f"SOCIETY_FIT_MAX_POSTS={limit}: fitting on the first {limit:,} threads only")
         try:
-            d = read_dump(dump)
+            d = read_dump(dump, limit)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         console.print(

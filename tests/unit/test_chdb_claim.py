@@ -104,6 +104,7 @@ def test_a_reader_waits_for_the_claiming_sink_instead_of_taking_the_directory(
     from molt_society.warehouse import SessionReader, open_reader
 
     ch = tmp_path / "ch"
+    ch.mkdir()  # a store exists (a reader never creates one)
     settings = Settings(clickhouse_url=f"chdb://{ch}", state_dir=tmp_path / "state")
     _claim_of(ch, fake_sink.pid)
     threading.Timer(1.0, fake_sink.kill).start()  # the "sink" fails to start: its claim ends with it
