@@ -11,6 +11,7 @@ the growth of that trend, the share of upvotes and the votes per comment, and th
 from __future__ import annotations
 
 import math
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,20 +50,24 @@ class Dump:
     import_summary: str = ""
 
 
-def first_threads(events: list[Event], max_posts: int) -> list[Event]:
-    """The events of the ``max_posts`` first posts' threads (by the post's time, then id) and every event
-    outside a thread: a smaller dump of the same kind, over the first part of its period."""
-    posts = sorted((e.occurred_at, e.body.post_id) for e in events if isinstance(e, PostCreated))
-    kept = {post_id for _, post_id in posts[:max_posts]}
-    thread_bodies = (PostCreated, CommentCreated, VoteTallied)
-    return [e for e in events if not isinstance(e, thread_bodies) or e.body.post_id in kept]
+def sample_threads(events: list[Event], share: float) -> list[Event]:
+    """The threads (post, comments, vote tallies) of a ``share`` of the posts, chosen by a hash of the post
+    id (the same threads on every machine), and every event outside a thread: a smaller dump of the same
+    kind, over the same period, at a fraction of the population."""
+    cut = int(share * 2**32)
+
+    def kept(post_id: str) -> bool:
+        return zlib.crc32(post_id.encode()) < cut
+
+    timed = (PostCreated, CommentCreated, VoteTallied)
+    return [e for e in events if not isinstance(e, timed) or kept(e.body.post_id)]
 
 
-def read_dump(path: Path, max_posts: int | None = None) -> Dump:
+def read_dump(path: Path, sample: float | None = None) -> Dump:
     """The dump at ``path`` (a file or a folder); ``ValueError`` when it holds no posts and comments.
-    ``max_posts``: only the first threads (``first_threads``; ``SOCIETY_FIT_MAX_POSTS``)."""
+    ``sample``: only that share of its threads (``sample_threads``; ``SOCIETY_FIT_SAMPLE``)."""
     result = import_path(path, "fit")
-    events = result.events if max_posts is None else first_threads(result.events, max_posts)
+    events = result.events if sample is None else sample_threads(result.events, sample)
     posts = [e for e in events if isinstance(e, PostCreated)]
     comments = [e for e in events if isinstance(e, CommentCreated)]
     if not posts or not comments:

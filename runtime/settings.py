@@ -75,11 +75,13 @@ class Settings(BaseSettings):
     sim_start: str = "2026-01-28T00:00:00+00:00"
     mode: str = Field(default="sim", pattern="^(sim|realtime)$")
     behaviour_file: Path | None = None
-    fit_max_posts: int | None = Field(
+    fit_sample: float | None = Field(
         default=None,
-        ge=1,
-        description="society calibrate --fit: fit on the first N posts of the dump (by time) and their "
-        "threads only: a short fit of the same kind (the README test uses it); default the whole dump",
+        gt=0,
+        le=1,
+        description="society calibrate --fit: fit on this share of the dump's threads (by a hash of the "
+        "post id; same period, smaller population): a short fit of the same kind (the README test uses "
+        "it); default the whole dump",
     )
     arm_plan: Path | None = Field(
         default=None,

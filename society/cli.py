@@ -1053,12 +1053,12 @@ def _fit(
     from molt_society.calibration.fitted_file import fit_record, moment_rows, write_fitted
 
     started = time.perf_counter()
-    limit = get_settings().fit_max_posts
+    sample = get_settings().fit_sample
     with progress_status(console, f"reading {dump} ...") as status:
-        if limit is not None:
-            console.print(f"SOCIETY_FIT_MAX_POSTS={limit}: fitting on the first {limit:,} threads only")
+        if sample is not None:
+            console.print(f"SOCIETY_FIT_SAMPLE={sample:g}: fitting on that share of the dump's threads")
         try:
-            d = read_dump(dump, limit)
+            d = read_dump(dump, sample)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         console.print(
