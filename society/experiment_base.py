@@ -93,7 +93,8 @@ def _point(s: Settings, society: str, at: datetime | int | None, end_us: int | N
     else:
         when = at
     try:
-        point = fork_point(s, when, end_us)
+        # the end is checked below, with the experiment's own words
+        point = fork_point(s, when, end_us if when is None else None)
     except ValueError as exc:
         raise ExperimentError(f"base society {society!r}: {exc}") from None
     if end_us is not None and point.at_us > end_us:
