@@ -75,6 +75,18 @@ class Settings(BaseSettings):
     sim_start: str = "2026-01-28T00:00:00+00:00"
     mode: str = Field(default="sim", pattern="^(sim|realtime)$")
     behaviour_file: Path | None = None
+    experiment_max_seeds: int | None = Field(
+        default=None,
+        ge=2,
+        description="society experiment: run only the spec's first N seeds (a quick look; the README test "
+        "uses 2); part of the spec's identity, so a full run later runs every pair again",
+    )
+    experiment_max_ticks: int | None = Field(
+        default=None,
+        ge=1,
+        description="society experiment: at most T ticks per arm after the fork (a quick look; the README "
+        "test uses 30)",
+    )
     fit_sample: float | None = Field(
         default=None,
         gt=0,

@@ -97,6 +97,26 @@ class ExperimentOutcome:
     json: Path | None = None
 
 
+def quick_look(settings: Settings, spec: ExperimentSpec, console: Console) -> ExperimentSpec:
+    """The spec cut to ``SOCIETY_EXPERIMENT_MAX_SEEDS`` seeds and ``SOCIETY_EXPERIMENT_MAX_TICKS`` ticks
+    when they are set (said on the console); the cut spec has its own hash (``spec_hash``)."""
+    seeds, ticks = settings.experiment_max_seeds, settings.experiment_max_ticks
+    update: dict[str, object] = {}
+    if seeds is not None and seeds < len(spec.seeds):
+        update["seeds"] = list(spec.seeds[:seeds])
+    if ticks is not None and ticks < spec.ticks:
+        update["ticks"] = ticks
+    if not update:
+        return spec
+    cut = spec.model_copy(update=update)
+    console.print(
+        f"a quick look (SOCIETY_EXPERIMENT_MAX_SEEDS / _MAX_TICKS): seeds {list(cut.seeds)}, {cut.ticks} "
+        f"ticks per arm, not the spec's {len(spec.seeds)} seeds x {spec.ticks} ticks",
+        highlight=False,
+    )
+    return cut
+
+
 def spec_hash(spec: ExperimentSpec) -> str:
     """SHA-256 of the spec's meaning (its normalised JSON), not of the file's bytes or comments."""
     return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
@@ -167,7 +187,7 @@ def run_experiment(
     cannot be forked or a pair that fails or whose history differs from the base's, ``StackBusy`` when a
     stack runs in the state directory. ``after_pair`` is called with the society of each pair run now,
     once it is recorded 'done' (tests use it to interrupt a run)."""
-    spec = load_spec(spec_path)
+    spec = quick_look(settings, load_spec(spec_path), console)
     stale = check_no_live_stack(settings)
     if stale is not None:
         console.print(stale.describe(), highlight=False, markup=False)
