@@ -85,7 +85,7 @@ PINNED := --deselect tests/integration/test_faults.py::test_broker_sigkill_rebui
   --deselect tests/integration/test_faults.py::test_a_killed_apache_kafka_is_restarted_on_its_log_and_the_run_finishes_whole
 
 test: $(STAMP) kafka browser kcat ## Run the whole test suite (unit + integration on the real brokers, chDB, Chromium, kcat)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=40
 	@echo "== the fault, fuzz and outside-client tests again, on the other local broker (SOCIETY_BROKER=tansu)"
 	SOCIETY_BROKER=tansu $(BIN)/python -m pytest -q -p no:cacheprovider $(PINNED) $(OTHER_BROKER_TESTS)
 

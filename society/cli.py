@@ -789,7 +789,11 @@ def report(
     finally:
         wh.close()
     html_path, json_path = write_report(reports, out)
-    console.print(f"report: {html_path.resolve()}\nnumbers: {json_path.resolve()}", highlight=False)
+    console.print(
+        f"report: {html_path.resolve()}\nnumbers: {json_path.resolve()}\n"
+        f"from the store {get_settings().clickhouse_url}",
+        highlight=False,
+    )
 
 
 def _reference(society: str, dump: Path | None) -> Any:

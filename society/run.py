@@ -143,6 +143,8 @@ class _Driver:
                     new.rate = (new.events - self.last[1]) / max(1e-6, now - self.last[0])
                     self.last = (now, new.events)
                     self.fig = new
+                else:  # no sink answers (restarting): nothing is seen stored, not the last rate
+                    self.fig.rate = 0.0
                 if self.console.is_terminal:
                     live.update(render(self.fig, self.progress, self.society, self.notices))
                 else:  # a log, not a screen: one line every few seconds
