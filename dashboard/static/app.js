@@ -135,7 +135,7 @@
       ["posts", fmt(t.posts), "posts", t.posts], ["comments", fmt(t.comments), "comments", t.comments],
       ["votes", fmt(t.votes), "votes", t.votes],
       ["events/s stored (last 10 s to now)", fmt(last10), "rate", last10],
-      ["society time", t.society_time ? String(t.society_time).slice(0, 19).replace("T", " ") : "–", "society_time"],
+      ["society time", t.events && t.society_time ? String(t.society_time).slice(0, 19).replace("T", " ") : "–", "society_time"],
     ]);
     const types = bySeries(rate || [], "type", "events", "second");
     const rateSeries = [...types.entries()].map(([name, points]) => ({ name, points }));
