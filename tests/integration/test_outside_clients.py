@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,45 @@ def test_kcat_with_a_newer_librdkafka_reads_every_event_through_a_group(
     records = _kcat_records(_kcat_run([*args, society.events_topic, "-e", "-q", "-J"], env=env))
     check_events(records, society)
     check_no_control_records(records)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kafka-clients.md"
+DOC_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+DOC_BLOCKS = [
+    (m.group(1), m.group(2), DOC.read_text().count("\n", 0, m.start()) + 1)
+    for m in DOC_FENCE.finditer(DOC.read_text())
+    if m.group(1) in ("python", "sh")
+]
+TANSU_ONLY = "api.version.request=false"
+"""The page's block for Debian's kcat against Tansu (protocol of Kafka 0.9): the page says it is Tansu's."""
+KCAT_GROUP_S = 30.0
+"""``kcat -G`` (the page's last command) consumes until stopped: it runs this long, then is stopped."""
+
+
+@pytest.mark.parametrize(
+    ("lang", "text", "line"),
+    [b for b in DOC_BLOCKS if not (ON_KAFKA and TANSU_ONLY in b[1])],
+    ids=lambda v: str(v) if isinstance(v, int) else None,
+)
+def test_the_page_s_blocks_run_as_written(society: Society, lang: str, text: str, line: int) -> None:
+    """docs/kafka-clients.md's python and sh blocks as written, with the society's address for
+    ``127.0.0.1:PORT`` and its events topic for ``society.demo.events`` (what a reader substitutes). The
+    page's last command, a kcat group consumer, runs until stopped: it must have printed events by then."""
+    body = text.replace("127.0.0.1:PORT", society.bootstrap).replace(
+        "society.demo.events", society.events_topic
+    )
+    repo = DOC.parents[1]
+    if lang == "python":
+        argv = [sys.executable, "-c", body]
+    else:
+        argv = ["timeout", "--signal=INT", str(KCAT_GROUP_S), "bash", "-e", "-o", "pipefail", "-c", body]
+    done = subprocess.run(
+        argv, cwd=repo, capture_output=True, text=True, timeout=READ_DEADLINE_S, check=False
+    )
+    consumed_until_stopped = " -G " in body and done.returncode == 124
+    said = f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0 or consumed_until_stopped, (
+        f"kafka-clients.md:{line} exited {done.returncode}: {said}"
+    )
+    if lang == "sh":
+        assert society.name in done.stdout  # the events it read name their society
