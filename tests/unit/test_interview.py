@@ -145,8 +145,9 @@ def test_an_agent_outside_the_society_is_an_error(settings: Settings) -> None:
         prepare(settings, SOC, "agent-000777", "hello?", None)
     with pytest.raises(InterviewError, match="not an agent id"):
         prepare(settings, SOC, "x' OR 1=1 --", "hello?", None)
-    with pytest.raises(InterviewError, match="no stored events and no recorded configuration"):
+    with pytest.raises(InterviewError, match="no stored events and no recorded configuration") as err:
         prepare(settings, "nosuchsociety", ME, "hello?", None)
+    assert f"it holds: {SOC} (" in str(err.value)  # the societies the store does hold
 
 
 def test_roster_agent_from_the_configuration(tmp_path: Path, settings: Settings) -> None:
