@@ -38,7 +38,7 @@ ACTIVITY_KEYS = [
     ("activity.posts", "posts"),
     ("activity.comments", "comments"),
     ("activity.votes", "votes cast"),
-    ("activity.agents", "active agents (ever)"),
+    ("activity.agents", "active agents (ever: posted, commented or voted)"),
     ("activity.posts_per_day", "posts per day (mean)"),
 ]
 THREAD_POST_KEYS = [
