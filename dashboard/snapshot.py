@@ -17,7 +17,7 @@ from scipy.special import zeta
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, sink_health
 from molt_society.replay.progress import read_progress
-from molt_society.runtime.broker import process_start_time
+from molt_society.runtime.broker import pid_alive
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state
 from molt_society.warehouse import QueryError
@@ -71,10 +71,9 @@ def society_running(settings: Settings, society: str) -> bool:
     says so when they stop (a stored society is shown as such, without that warning)."""
     state = read_state(settings)
     driver = state.get("driver") or {}
-    if state.get("society") == society and isinstance(driver.get("pid"), int):
-        start = process_start_time(driver["pid"])
-        if start is not None and start == driver.get("start"):
-            return True
+    pid = driver.get("pid")
+    if state.get("society") == society and isinstance(pid, int) and pid_alive(pid, driver.get("start")):
+        return True
     progress = read_progress(settings.state_dir, society) or {}
     return bool(progress) and not progress.get("done")
 

@@ -278,7 +278,7 @@ def _run_society(s: Settings, society: str, **options: Any) -> dict[str, Any]:
         console.print(
             f"[bold red]society {society} stopped:[/bold red] {escape(str(exc))}.\nIts processes and broker "
             f"are stopped; the logs are in {s.state_dir / society} (what the stack did: run.log). "
-            f"{_finish_advice(society, {'end_tick': _recorded_end_tick(s, society)})}",
+            f"{_finish_advice(society, _recorded_end_tick(s, society))}",
             highlight=False,
         )
         sys.exit(1)
@@ -295,11 +295,12 @@ def _recorded_end_tick(s: Settings, society: str) -> int | None:
     return None if end is None else int(end)
 
 
-def _finish_advice(society: str, summary: dict[str, Any]) -> str:
-    """The command that finishes a stopped run without losing or changing an event: ``--resume`` rebuilds
-    from the first tick the store may not hold whole (a fork at the stored end would skip a partial tick)."""
-    if summary.get("end_tick") is not None:
-        return f"Finish it (to tick {summary['end_tick']:,}) with: society run --resume {society}"
+def _finish_advice(society: str, end_tick: int | None) -> str:
+    """The command that finishes a stopped run (to ``end_tick``, the tick it was to reach, when it ran by
+    ticks) without losing or changing an event: ``--resume`` rebuilds from the first tick the store may not
+    hold whole (a fork at the stored end would skip a partial tick)."""
+    if end_tick is not None:
+        return f"Finish it (to tick {end_tick:,}) with: society run --resume {society}"
     return f"Go on with it with: society run --resume {society} --ticks N (N more ticks)"
 
 
@@ -322,7 +323,7 @@ def _print_run_summary(society: str, summary: dict[str, Any]) -> None:
             f"{summary['ticks']:,} ticks, {summary['events']:,} events stored"
             f"{'' if summary.get('drained') else ' (not drained: the last tick may be partly stored)'}; "
             f"the stack is stopped, nothing of it runs any more.{restarted} "
-            f"{_finish_advice(society, summary)}",
+            f"{_finish_advice(society, summary.get('end_tick'))}",
             highlight=False,
         )
         sys.exit(128 + signal.Signals[name].value)

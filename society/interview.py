@@ -54,7 +54,7 @@ from molt_society.schemas.ids import uuid7
 from molt_society.schemas.society_name import BadSocietyName, check_society_name
 from molt_society.schemas.wire import encode_event
 from molt_society.society.fork import CONFIG_FIELDS, load_config
-from molt_society.society.stored import held_by
+from molt_society.society.stored import held_line, stored_societies
 from molt_society.warehouse import Reader, open_reader, quoted
 
 log = get_logger(__name__)
@@ -293,15 +293,11 @@ def prepare(settings: Settings, society: str, agent_id: str, question: str, at: 
     reader = open_reader(settings, society)
     try:
         stored, end_us = society_end(reader, society)
-    except BaseException:
-        reader.close()
-        raise
-    if not stored and not cfg:
-        reader.close()  # before the store is read again, for the societies it holds
-        raise InterviewError(
-            f"society {society!r} has no stored events and no recorded configuration; {held_by(settings)}"
-        )
-    try:
+        if not stored and not cfg:
+            raise InterviewError(
+                f"society {society!r} has no stored events and no recorded configuration; "
+                + held_line(stored_societies(reader))
+            )
         if when is None and end_us is not None:
             when = from_us(end_us)
         agent = find_agent(reader, s, cfg, society, agent_id)

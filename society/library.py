@@ -51,21 +51,28 @@ def store_settings(store: str | Path | None = None, state_dir: str | Path | None
     as ``open_store``) and whose state folder is ``state_dir`` (default: the folder holding a chDB store,
     where ``society run`` keeps its state beside it)."""
     base = get_settings()
-    if store is None:
-        url = os.environ.get("CLICKHOUSE_URL") or f"chdb://{find_store()}"
-    elif str(store).startswith(("http://", "https://", "chdb://")):
-        url = str(store)
-    else:
-        url = f"chdb://{Path(store).resolve()}"
+    url = (
+        _url_of(store) if store is not None else os.environ.get("CLICKHOUSE_URL") or f"chdb://{find_store()}"
+    )
     if url.startswith("chdb://"):
         folder = Path(url.removeprefix("chdb://"))
         if not (folder.is_dir() and any(folder.iterdir())):
             raise StoreNotFound(f"no store at {folder}: a reader does not create one (run a society first)")
-        default_state = folder.parent
-    else:
-        default_state = base.state_dir
-    state = Path(state_dir) if state_dir is not None else default_state
+    state = Path(state_dir) if state_dir is not None else _state_beside(url, base)
     return base.model_copy(update={"clickhouse_url": url, "state_dir": state.resolve()})
+
+
+def _url_of(store: str | Path) -> str:
+    """``store`` as a ClickHouse URL: a server or ``chdb://`` URL as given, a folder as ``chdb://<path>``."""
+    if str(store).startswith(("http://", "https://", "chdb://")):
+        return str(store)
+    return f"chdb://{Path(store).resolve()}"
+
+
+def _state_beside(url: str, base: Settings) -> Path:
+    """Where ``society run`` keeps its state for the store ``url``: the folder holding a chDB store (the
+    ``.society`` of ``.society/clickhouse``), else the environment's state folder."""
+    return Path(url.removeprefix("chdb://")).parent if url.startswith("chdb://") else base.state_dir
 
 
 class Store:
@@ -106,15 +113,13 @@ class Store:
 
     def require(self, society: str) -> str:
         """``society``, if the store holds events of it; else ``KeyError`` naming those it holds."""
+        from molt_society.society.stored import held_line, stored_societies
+
         name = check_society_name(society)
-        held = self.societies()
-        if name not in set(held["society"]):
-            names = ", ".join(
-                f"{n} ({e:,} events)" for n, e in zip(held["society"], held["events"], strict=True)
-            )
+        held = stored_societies(self._wh)
+        if name not in {row[0] for row in held}:
             raise KeyError(
-                f"the store {self.settings.clickhouse_url} holds no society {name!r}; it holds: "
-                f"{names or 'none yet'}"
+                f"the store {self.settings.clickhouse_url} holds no society {name!r}; {held_line(held)}"
             )
         return name
 
@@ -320,6 +325,5 @@ def _writer_settings(store: str | Path | None) -> Settings:
     base = get_settings()
     if store is None:
         return base
-    url = str(store) if str(store).startswith(("http", "chdb://")) else f"chdb://{Path(store).resolve()}"
-    state = Path(url.removeprefix("chdb://")).parent if url.startswith("chdb://") else base.state_dir
-    return base.model_copy(update={"clickhouse_url": url, "state_dir": state})
+    url = _url_of(store)
+    return base.model_copy(update={"clickhouse_url": url, "state_dir": _state_beside(url, base)})

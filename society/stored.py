@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from molt_society.runtime.settings import Settings
-from molt_society.schemas.society_name import check_society_name
+from molt_society.warehouse import quoted
 
 
 class SocietyTaken(Exception):
@@ -47,9 +47,7 @@ def stored_events(settings: Settings, society: str) -> int:
     except NoStore:  # a store not created yet holds nothing
         return 0
     try:
-        # a checked name ([A-Za-z0-9_.-], no quote) is the only text spliced; the readers take no parameters
-        name = check_society_name(society)
-        rows = wh.query(f"SELECT count() FROM events WHERE society = '{name}'").rows
+        rows = wh.query(f"SELECT count() FROM events WHERE society = {quoted(society)}").rows
     finally:
         wh.close()
     return int(rows[0][0])

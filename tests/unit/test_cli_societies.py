@@ -132,9 +132,9 @@ def test_sql_names_the_store_it_answered_from(store: Path) -> None:
 def test_a_stopped_run_is_advised_to_resume_not_to_fork() -> None:
     from molt_society.society.cli import _finish_advice
 
-    assert _finish_advice("x", {"end_tick": 300}) == "Finish it (to tick 300) with: society run --resume x"
-    assert "society run --resume x --ticks N" in _finish_advice("x", {"end_tick": None})
-    assert "--from" not in _finish_advice("x", {})
+    assert _finish_advice("x", 300) == "Finish it (to tick 300) with: society run --resume x"
+    assert "society run --resume x --ticks N" in _finish_advice("x", None)
+    assert "--from" not in _finish_advice("x", None)
 
 
 def test_a_reader_never_takes_the_answers_of_a_sink_serving_another_store(tmp_path: Path) -> None:
