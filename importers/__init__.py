@@ -2,7 +2,8 @@
 
 Public API: ``import_path(path, society) -> ImportResult``.
 
-``path`` is a file or a folder (read recursively, files in sorted path order). Each file is streamed
+``path`` is a file or a folder (read recursively, files in sorted path order); a ``.tar.gz``, ``.zip`` or
+``.gz`` (by content) is read member by member (``importers.containers``). Each file is streamed
 and read by what its content is (``importers.files``, ``importers.json_doc``), never by its name; files
 of other shapes are left aside with an "unknown shape" entry. Bad data never raises: every problem is
 in the report, per file: what was read, what was made of it and what was left and why.
@@ -21,16 +22,20 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from molt_society.importers import containers
 from molt_society.importers.builder import Builder
 from molt_society.importers.files import read_file
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport, ImportReport
+from molt_society.importers.spill import RUN_SIZE, SortedSpill
 from molt_society.schemas.events import Event
 
-__all__ = ["FileReport", "ImportReport", "ImportResult", "import_path"]
+__all__ = ["FileReport", "ImportReport", "ImportResult", "ImportStream", "import_path", "import_stream"]
 
 _SOCIETY = re.compile(r"^[A-Za-z0-9_.:@\-]{1,128}$")
 
@@ -74,12 +79,7 @@ def _link_reason(path: Path, inside: Path, *, folder_link: bool) -> str:
     return ""  # a link to a file inside the folder: read
 
 
-def import_path(path: Path, society: str) -> ImportResult:
-    """Import a MoltBook dump (a file, or a folder read recursively) as events of ``society``.
-
-    Raises ``ValueError`` only for a bad call (a society name that is not a valid id, a path that does
-    not exist); problems with the data are reported in ``ImportResult.report``.
-    """
+def _records(path: Path, society: str) -> tuple[Path, list[FileRecords]]:
     if not _SOCIETY.match(society):
         raise ValueError(f"society {society!r} is not a valid id ([A-Za-z0-9_.:@-], at most 128)")
     root = Path(path)
@@ -93,8 +93,66 @@ def import_path(path: Path, society: str) -> ImportResult:
             skipped.report.skip_reason = reason
             records.append(skipped)
             continue
-        records.append(read_file(file, name))
+        records.extend(_read_entry(file, name, 0))
+    return root, records
+
+
+def _read_entry(file: Path, name: str, depth: int) -> Iterator[FileRecords]:
+    """The records of one file, or of each file of a container (``importers.containers``)."""
+    kind = containers.kind_of(file) if depth < containers.MAX_NESTING else None
+    if kind is None:
+        yield read_file(file, name)
+        return
+    with tempfile.TemporaryDirectory(prefix="society-unpack-") as tmp:
+        try:
+            for member, path, why in containers.unpack(file, Path(tmp)):
+                label = f"{name}/{member}"
+                if path is None:
+                    skipped = FileRecords(FileReport(label))
+                    skipped.report.skip_reason = why
+                    yield skipped
+                    continue
+                yield from _read_entry(path, label, depth + 1)
+                path.unlink()  # the disk a member took is freed once it is read
+        except containers.ContainerError as exc:
+            broken = FileRecords(FileReport(name))
+            broken.report.error("file", f"{exc} (the members before it are read)")
+            yield broken
+
+
+def import_path(path: Path, society: str) -> ImportResult:
+    """Import a MoltBook dump (a file, or a folder read recursively) as events of ``society``.
+
+    Raises ``ValueError`` only for a bad call (a society name that is not a valid id, a path that does
+    not exist); problems with the data are reported in ``ImportResult.report``.
+    """
+    root, records = _records(path, society)
     builder = Builder(society, records)
     events = builder.build()
     report = ImportReport(str(root), society, [r.report for r in records], builder.notes)
     return ImportResult(events, report)
+
+
+@dataclass
+class ImportStream:
+    """The events of an import encoded (wire JSON) and sorted on disk, and its report; ``close`` removes
+    the sorted runs. Iterating ``spill`` gives the encoded events by (occurred_at, event_id)."""
+
+    spill: SortedSpill
+    report: ImportReport
+
+    def close(self) -> None:
+        self.spill.close()
+
+
+def import_stream(path: Path, society: str, *, run_size: int = RUN_SIZE) -> ImportStream:
+    """``import_path`` for dumps of any size: the events are not kept as objects but written, encoded,
+    to an external sort (``importers.spill``), so they cost a few hundred bytes each on disk, not
+    kilobytes in memory. The records of the dump are still held while the events are made (ids must be
+    de-duplicated and threads resolved across files)."""
+    root, records = _records(path, society)
+    spill = SortedSpill(run_size)
+    builder = Builder(society, records, spill)
+    builder.build()
+    report = ImportReport(str(root), society, [r.report for r in records], builder.notes)
+    return ImportStream(spill, report)

@@ -27,9 +27,11 @@ Contract (what the events say, and only that):
 - One ``submolt_created`` per submolt named by a post, at its first post's time, actor ``platform``
   (display name and description from a submolts listing when present). A post without a submolt gets
   the submolt ``unknown`` (not registered). Listed submolts without posts have no time: skipped.
-- Event ids: ``uuid7(occurred_at, random.Random(f"{kind}:{source_id}"))``, so the same source always
-  gives the same ids. ``causation_id``: the post for a top-level comment, the parent for a reply, the
-  target for a tally.
+- Event ids: a UUIDv7 of ``occurred_at`` whose random bits are the first 74 bits of
+  ``blake2b(f"{kind}:{source_id}")``, so the same source always gives the same ids. ``causation_id``: the
+  post for a top-level comment, the parent for a reply, the target for a tally; the follower's id for a
+  follow (``agent_followed``, one per distinct pair of an observatory ``follows`` table, at its
+  ``first_seen_at``).
 - Every event is built with the pydantic models. Titles are cut to 300 characters, names to 200,
   descriptions to 4000, content to 40,000 characters (the contract's string limit) and further so that
   the encoded event stays under ``EVENT_MAX_BYTES``; each cut is noted.
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import random
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -60,7 +62,11 @@ from molt_society.importers.records import (
     sanitise_id,
 )
 from molt_society.importers.report import FileReport
+from molt_society.importers.spill import SortedSpill
+from molt_society.schemas.control import to_us
 from molt_society.schemas.events import (
+    AgentFollowed,
+    AgentFollowedBody,
     AgentRegistered,
     AgentRegisteredBody,
     CommentCreated,
@@ -73,7 +79,7 @@ from molt_society.schemas.events import (
     VoteTallied,
     VoteTalliedBody,
 )
-from molt_society.schemas.ids import uuid7
+from molt_society.schemas.ids import uuid7_of_bits
 from molt_society.schemas.wire import encode_event
 
 TITLE_MAX = 300
@@ -104,8 +110,11 @@ def _same(a: object, b: object) -> bool:
 
 
 def event_id(kind: str, source_id: str, at: datetime) -> UUID:
-    """The deterministic event id of the ``kind`` event made from source record ``source_id``."""
-    return uuid7(at, random.Random(f"{kind}:{source_id}"))
+    """The deterministic event id of the ``kind`` event made from source record ``source_id``.
+
+    (A hash, not ``random.Random(key)``: seeding a Mersenne Twister per event was a fifth of an import.)"""
+    digest = hashlib.blake2b(f"{kind}:{source_id}".encode(), digest_size=10).digest()
+    return uuid7_of_bits(at, int.from_bytes(digest, "big") >> 6)
 
 
 def _schema_error(exc: ValidationError) -> str:
@@ -132,11 +141,14 @@ class _Agent:
 class Builder:
     """Turns the records of all files of one import into events, reporting into each file's entry."""
 
-    def __init__(self, society: str, files: list[FileRecords]) -> None:
+    def __init__(self, society: str, files: list[FileRecords], spill: SortedSpill | None = None) -> None:
+        """``spill``: where the events go, encoded and sorted on disk (``import_stream``); without it
+        they are kept as models in ``events`` (``import_path``)."""
         self.society = society
         self.files = files
         self.reports: dict[str, FileReport] = {f.report.file: f.report for f in files}
         self.events: list[Event] = []
+        self.spill = spill
         self.notes: list[str] = []
         self.unreadable_posts: set[str] = set()
         self.unreadable_comments: set[str] = set()
@@ -152,8 +164,12 @@ class Builder:
     def _note(self, origin: Origin, reason: str, detail: str = "") -> None:
         self.reports[origin.file].note(reason, origin.position, detail)
 
-    def _emit(self, origin: Origin, event: Event) -> None:
-        self.events.append(event)
+    def _emit(self, origin: Origin, event: Event, wire: bytes | None = None) -> None:
+        """Keep ``event`` (``wire``: its encoding, when already made)."""
+        if self.spill is not None:
+            self.spill.add(to_us(event.occurred_at), event.event_id.bytes, wire or encode_event(event))
+        else:
+            self.events.append(event)
         self.reports[origin.file].events[event.type] += 1
 
     def _emit_valid(self, origin: Origin, what: str, build: Callable[[], Event]) -> bool:
@@ -191,22 +207,23 @@ class Builder:
             self._note(origin, "author name does not fit the id pattern (sanitised)", repr(name)[:60])
         return agent_id
 
-    def _fit(self, origin: Origin, make: Callable[[str], E], content: str | None) -> E:
+    def _fit(self, origin: Origin, make: Callable[[str], E], content: str | None) -> tuple[E, bytes]:
+        """The event ``make`` builds from ``content``, cut to fit ``EVENT_MAX_BYTES``, and its encoding."""
         text = self._text(origin, content, CONTENT_MAX_CHARS, "content")
         event = make(text)
-        size = len(encode_event(event))
-        if size > EVENT_MAX_BYTES:
+        wire = encode_event(event)
+        if len(wire) > EVENT_MAX_BYTES:
             original = len(text)
-            while size > EVENT_MAX_BYTES and text:
-                text = text[: max(0, len(text) - (size - EVENT_MAX_BYTES))]
+            while len(wire) > EVENT_MAX_BYTES and text:
+                text = text[: max(0, len(text) - (len(wire) - EVENT_MAX_BYTES))]
                 event = make(text)
-                size = len(encode_event(event))
+                wire = encode_event(event)
             self._note(
                 origin,
                 f"content truncated to fit an event of {EVENT_MAX_BYTES:,} bytes",
                 f"{original:,} -> {len(text):,} characters",
             )
-        return event
+        return event, wire
 
     # --- dedupe -----------------------------------------------------------------------------------
 
@@ -256,7 +273,7 @@ class Builder:
     # --- build ------------------------------------------------------------------------------------
 
     def build(self) -> list[Event]:
-        """All events, sorted by (occurred_at, event_id)."""
+        """All events, sorted by (occurred_at, event_id) (none when they went to the spill)."""
         all_posts = [p for f in self.files for p in f.posts]
         all_comments = [c for f in self.files for c in f.comments]
         posts = self._dedupe("post", all_posts)
@@ -271,6 +288,7 @@ class Builder:
         self._tallies(emitted_posts, emitted_comments)
         self._agents(emitted_posts, emitted_comments)
         self._submolts(emitted_posts)
+        self._follows()
         self._summary(emitted_posts, emitted_comments)
         self.events.sort(key=lambda e: (e.occurred_at, e.event_id.int))
         return self.events
@@ -300,12 +318,12 @@ class Builder:
             )
 
         try:
-            event = self._fit(o, make, rec.content)
+            event, wire = self._fit(o, make, rec.content)
         except ValidationError as exc:
             self._skip(o, "not valid for the event schema", f"{rec.id}: {_schema_error(exc)}")
             self.unreadable_posts.add(rec.id)
             return None
-        self._emit(o, event)
+        self._emit(o, event, wire)
         return actor
 
     def _resolve(self, comments: dict[str, CommentRecord], posts: set[str]) -> dict[str, _Resolved]:
@@ -386,13 +404,13 @@ class Builder:
 
             make = functools.partial(self._comment_event, rec, actor, depth, parent_unknown)
             try:
-                event = self._fit(o, make, rec.content)
+                event, wire = self._fit(o, make, rec.content)
             except ValidationError as exc:
                 self._skip(o, "not valid for the event schema", f"{cid}: {_schema_error(exc)}")
                 continue
             if parent_unknown:
                 self._note(o, "reply whose source gives its depth but not its parent (parent_unknown)")
-            self._emit(o, event)
+            self._emit(o, event, wire)
             emitted[cid] = (rec, actor)
         return emitted
 
@@ -523,7 +541,7 @@ class Builder:
         """Add the agents of the files' agents listings to ``agents`` (first row of a name kept)."""
         for f in self.files:
             for row in f.agents:
-                agent_id = ("name:" + sanitise_id(row.name))[:128]
+                agent_id = sanitise_id(row.id) if row.id else ("name:" + sanitise_id(row.name))[:128]
                 known = agents.get(agent_id)
                 if known is None:
                     known = agents[agent_id] = _Agent(agent_id, row.name, None, None)
@@ -565,6 +583,31 @@ class Builder:
                     persona=self._text(origin, agent.description, TEXT_MAX, "agent description") or None,
                 ),
             ),
+        )
+
+    def _follows(self) -> None:
+        """One ``agent_followed`` per distinct (follower, followee) of the files' follows tables."""
+        seen: set[tuple[str, str]] = set()
+        for f in self.files:
+            for row in f.follows:
+                pair = (sanitise_id(row.follower), sanitise_id(row.followee))
+                if pair in seen:
+                    self._skip(row.origin, "duplicate follow (first kept)", f"{pair[0]} -> {pair[1]}")
+                    continue
+                seen.add(pair)
+                self._emit_valid(
+                    row.origin,
+                    "follow",
+                    functools.partial(self._follow_event, pair[0], pair[1], row.at),
+                )
+
+    def _follow_event(self, follower: str, followee: str, at: datetime) -> AgentFollowed:
+        return AgentFollowed(
+            event_id=event_id("agent_followed", f"{follower}>{followee}", at),
+            society=self.society,
+            actor=follower,
+            occurred_at=at,
+            body=AgentFollowedBody(target_agent=followee),
         )
 
     def _submolts(self, posts: dict[str, tuple[PostRecord, str]]) -> None:

@@ -31,6 +31,7 @@ POST_FIELDS = frozenset(
         "downvotes",
         "score",
         "comment_count",
+        "comments",  # a post record's nested threads (posts_full layouts), read by importers.json_doc
     }
 )
 COMMENT_FIELDS = frozenset(

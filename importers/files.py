@@ -5,10 +5,11 @@ Never raises for bad data: a file that cannot be decoded or parsed gets an error
 with the reason, and the import goes on. A file is read as a stream, once (a parse error costs one more
 read to locate it): it is never held in memory whole.
 
-JSON or CSV, by content: a file whose first non-blank byte (after a UTF-8 byte order mark) is ``{`` or
-``[`` is JSON. Otherwise its first line is tried as a CSV header of a known shape (``importers.detect``);
-failing that, the content is tried as JSON (a scalar document is valid JSON, of an unexpected shape).
-What is neither is an error "not JSON" for a file named ``.json`` and an unknown shape otherwise.
+A SQLite database (by its header bytes) is read by ``importers.sqlite_db``. JSON or CSV, by content: a
+file whose first non-blank byte (after a UTF-8 byte order mark) is ``{`` or ``[`` is JSON. Otherwise its
+first line is tried as a CSV header of a known shape (``importers.detect``); failing that, the content is
+tried as JSON (a scalar document is valid JSON, of an unexpected shape). What is neither is an error "not
+JSON" for a file named ``.json`` and an unknown shape otherwise.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from pathlib import Path
 
 from molt_society.importers import csv_export
 from molt_society.importers.detect import UNKNOWN, detect_csv, missing_columns, normalise_header
-from molt_society.importers.json_doc import read_json
+from molt_society.importers.json_doc import is_json_lines, read_json, read_json_lines
 from molt_society.importers.jsonstream import JsonError, parts
 from molt_society.importers.positions import BOM, CHUNK, position
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport
+from molt_society.importers.sqlite_db import MAGIC, is_sqlite, read_sqlite
 
 MAX_HEADER_BYTES = 1 << 20
 _BLANK = b" \t\r\n"
@@ -53,12 +55,19 @@ def read_file(path: Path, name: str) -> FileRecords:
     """The records of the file at ``path``, reported under ``name``."""
     out = FileRecords(FileReport(name))
     try:
+        with path.open("rb") as fh:
+            if is_sqlite(fh.read(len(MAGIC))):
+                read_sqlite(path, out)
+                return out
         start, first = _peek(path)
     except OSError as exc:
         out.report.error("file", f"cannot read: {exc.strerror or exc}")
         return out
     if not first:
         out.report.skip_reason = "empty file"
+        return out
+    if first == b"{" and is_json_lines(path, start):
+        read_json_lines(path, start, out)
         return out
     if first in (b"{", b"["):
         read_json(path, start, first, out)

@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from molt_society.importers import api
 from molt_society.importers.fields import has
 from molt_society.importers.json_items import read_comment, read_post
@@ -104,8 +106,23 @@ def _detail(doc: _Doc, post: object, out: FileRecords, where: str) -> None:
         doc.post_id = str(post["id"])  # unreadable post: its comments are reported as "post skipped"
 
 
-def _array_item(doc: _Doc, i: int, value: object, out: FileRecords) -> None:
-    where = f"[{i}]"
+def post_with_threads(value: object, out: FileRecords, where: str) -> None:
+    """A post record and the comment threads nested in it (``comments``, replies under ``replies``), as
+    the posts_full layouts hold them in an array of posts or in JSON Lines; comments of an unreadable post
+    that has an id are reported as "post skipped"."""
+    rec = read_post(value, out, where)
+    comments = value.get("comments") if isinstance(value, dict) else None
+    if not isinstance(comments, list) or not comments:
+        return
+    assert isinstance(value, dict)
+    raw = value.get("id")
+    post_id = rec.id if rec is not None else (str(raw) if isinstance(raw, str | int) and raw else None)
+    for j, c in enumerate(comments):
+        api.read_thread(c, f"{where}.comments[{j}]", post_id, out)
+
+
+def _array_item(doc: _Doc, i: int, value: object, out: FileRecords, where: str = "") -> None:
+    where = where or f"[{i}]"
     if identifies_post_detail(value):
         assert isinstance(value, dict)
         doc.items["post detail"] += 1
@@ -120,7 +137,7 @@ def _array_item(doc: _Doc, i: int, value: object, out: FileRecords) -> None:
         read_comment(value, out, where, post_id=None, nesting_parent=None, use_source_depth=True)
     elif identifies_post(value):
         doc.items["post"] += 1
-        read_post(value, out, where)
+        post_with_threads(value, out, where)
     else:
         kind = _type(value)
         doc.items[kind] += 1
@@ -141,7 +158,7 @@ def _object_part(doc: _Doc, key: str, index: int | None, value: object, out: Fil
             doc.pending.clear()
         return
     if key == "posts":
-        read_post(value, out, f"posts[{index}]")
+        post_with_threads(value, out, f"posts[{index}]")
     elif key == "comments":
         if doc.post_seen:
             api.read_thread(value, f"comments[{index}]", doc.post_id, out)
@@ -214,3 +231,52 @@ def read_json(path: Path, start: int, first: bytes, out: FileRecords, *, not_jso
         report.skip_reason = (
             f"unknown shape: {report.file} is valid JSON of an unexpected shape: {doc.describe()}"
         )
+
+
+MAX_LINE_BYTES = 64 << 20
+"""The longest line of a JSON Lines dump: one post with its whole comment tree."""
+
+
+def is_json_lines(path: Path, start: int) -> bool:
+    """Whether the file holds JSON Lines: its first line is a whole JSON object and the next non-blank
+    line starts another."""
+    with path.open("rb") as fh:
+        fh.seek(start)
+        first = fh.readline(MAX_LINE_BYTES)
+        try:
+            if not isinstance(orjson.loads(first), dict):
+                return False
+        except orjson.JSONDecodeError:
+            return False
+        for line in fh:
+            if line.strip():
+                return line.lstrip().startswith(b"{")
+    return False
+
+
+def read_json_lines(path: Path, start: int, out: FileRecords) -> None:
+    """Every line of a JSON Lines dump read as an item of an array of records (a post with its threads, a
+    post detail, a comment), at position ``line N``; a line that is not JSON is an error at that line and
+    the lines before and after it are read."""
+    doc = _Doc(top="array")
+    with path.open("rb") as fh:
+        fh.seek(start)
+        n = 0
+        while line := fh.readline(MAX_LINE_BYTES + 1):
+            n += 1
+            if not line.strip():
+                continue
+            if len(line) > MAX_LINE_BYTES:
+                out.report.error(f"line {n}", f"longer than {MAX_LINE_BYTES >> 20} MiB (not read)")
+                while line and not line.endswith(b"\n"):
+                    line = fh.readline(MAX_LINE_BYTES)
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                out.report.error(f"line {n}", f"not JSON: {exc}")
+                continue
+            _array_item(doc, n - 1, value, out, where=f"line {n}")
+    _finish(doc, out)
+    if out.report.shape in ("flat_posts", "flat_comments", "flat_mixed", "api_post_details"):
+        out.report.shape = "jsonl_" + out.report.shape.removeprefix("flat_")

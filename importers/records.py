@@ -9,6 +9,7 @@ Field parsers raise ``RecordError`` whose ``reason`` is the short text the repor
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ class RecordError(Exception):
         self.detail = detail
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Where a record came from: the file (as named in the report) and a position inside it."""
 
@@ -37,7 +38,7 @@ class Origin:
     position: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Author:
     """An author as the source gives it: the platform id when known, else only a name."""
 
@@ -52,7 +53,7 @@ class Author:
         return self.name == other.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SubmoltRef:
     """A submolt as a post names it (the name is the key; display name when the source has it)."""
 
@@ -60,7 +61,7 @@ class SubmoltRef:
     display_name: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Counts:
     """Vote and comment counts as the source gives them; ``score`` is a net count (CSV exports)."""
 
@@ -70,7 +71,7 @@ class Counts:
     comment_count: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PostRecord:
     id: str
     title: str | None
@@ -93,7 +94,7 @@ class PostRecord:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommentRecord:
     """A comment. ``parent_id`` is the parent the source names (explicitly or by nesting);
     ``source_depth`` is a depth the source states (0-based), for sources without parent ids."""
@@ -119,7 +120,7 @@ class CommentRecord:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AgentRecord:
     """A row of an agents listing: a name, maybe a description and a registration time."""
 
@@ -127,9 +128,20 @@ class AgentRecord:
     description: str | None
     registered_at: datetime | None
     origin: Origin
+    id: str | None = None  # the platform id, when the listing gives one (SQLite archives)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class FollowRecord:
+    """A row of a follows table: ``follower`` follows ``followee`` (platform agent ids), seen at ``at``."""
+
+    follower: str
+    followee: str
+    at: datetime
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
 class SubmoltRecord:
     """A row of a submolts listing (no creation time in the known exports)."""
 
@@ -148,6 +160,7 @@ class FileRecords:
     comments: list[CommentRecord] = field(default_factory=list)
     agents: list[AgentRecord] = field(default_factory=list)
     submolts: list[SubmoltRecord] = field(default_factory=list)
+    follows: list[FollowRecord] = field(default_factory=list)
     # ids of records this file holds but that could not be read (a reply to one is "parent skipped")
     unreadable_posts: set[str] = field(default_factory=set)
     unreadable_comments: set[str] = field(default_factory=set)
@@ -240,14 +253,21 @@ def parse_author(value: object, author_id: object = None, author_name: object = 
             name = optional_text(author_name)
         if not aid and not name:
             return None
-        return Author(aid or None, name or None, desc or None)
+        return _author(aid or None, name or None, desc or None)
     aid = str(author_id) if isinstance(author_id, str | int) and not isinstance(author_id, bool) else ""
     name = author_name.strip() if isinstance(author_name, str) else ""
     if isinstance(value, str) and value.strip():
         name = value.strip()
     if aid or name:
-        return Author(aid or None, name or None)
+        return _author(aid or None, name or None, None)
     return None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _author(aid: str | None, name: str | None, description: str | None) -> Author:
+    """One ``Author`` object per distinct author among the recent ones: a dump names the same few
+    thousand authors on millions of records, and each record held its own copy."""
+    return Author(aid, name, description)
 
 
 def parse_submolt(value: object, name: object = None) -> SubmoltRef | None:

@@ -196,8 +196,22 @@ def read_parquet(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
 
 
 def is_archive(path: Path) -> bool:
+    """Whether ``path`` is the project's own archive (or event log) rather than a MoltBook dump: a
+    ``.parquet`` with its metadata, or a ``.jsonl``/``.jsonl.gz`` whose first line is an archive header or
+    an event (``event_id``, ``type``, ``occurred_at``); JSON Lines of posts are a dump (``importers``)."""
     name = path.name
-    return name.endswith((".jsonl", ".jsonl.gz", ".parquet"))
+    if name.endswith(".parquet"):
+        return True
+    if not name.endswith((".jsonl", ".jsonl.gz")):
+        return False
+    opener: Any = gzip.open if name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            first = f.readline(MAX_LINE_BYTES)
+        doc = orjson.loads(first) if first.strip() else None
+    except (OSError, EOFError, gzip.BadGzipFile, orjson.JSONDecodeError):
+        return True  # not readable as a dump either: the archive reader says what is wrong, at which line
+    return not isinstance(doc, dict) or "archive" in doc or {"event_id", "type", "occurred_at"} <= set(doc)
 
 
 def read_archive(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:

@@ -1,19 +1,80 @@
 """What ``society replay`` replays: an archive or a MoltBook dump, as events in event-time order.
 
-``load_source`` reads the history (an archive's wire dicts as they are, a dump through the importers),
-sorts it and cuts it to a time range; ``society.replay_run`` publishes it through the local stack.
+``load_source`` reads the history (an archive's records as they are, a dump through the importers) into
+an external sort (``importers.spill``): the events are held encoded on disk, not as objects in memory,
+so the size of a history is bounded by the disk, not by the memory of the process. ``Source.events``
+iterates them as wire dicts by (event time, event id), cut to the time range asked for;
+``society.replay_run`` publishes them through the local stack.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from molt_society.importers.spill import SortedSpill
 from molt_society.replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
 from molt_society.schemas.control import to_us
-from molt_society.schemas.events import Event
+from molt_society.schemas.wire import encode_event
+
+UNREADABLE_US = -(2**62)
+"""Where a record without a readable zoned time sorts: first (the stream worker dead-letters it with the
+reason; replay does not judge records itself)."""
+
+
+def _us(doc: dict[str, Any]) -> int:
+    try:
+        t = datetime.fromisoformat(doc["occurred_at"])
+        return to_us(t) if t.tzinfo is not None else UNREADABLE_US
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return UNREADABLE_US
+
+
+def _tie(event_id: object) -> bytes:
+    """The order of equal times: by event id (a UUID's 16 bytes order as its text does)."""
+    try:
+        return uuid.UUID(str(event_id)).bytes
+    except ValueError:
+        return str(event_id).encode()[:64]
+
+
+@dataclass
+class SortedEvents:
+    """The events of a spill between ``lo`` and ``hi`` (µs, half-open; None = unbounded) as wire dicts,
+    in order; iterable more than once."""
+
+    spill: SortedSpill
+    lo: int | None = None
+    hi: int | None = None
+    count: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.lo is None and self.hi is None:
+            self.count = len(self.spill)
+        else:
+            self.count = sum(1 for _ in self)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        lo, hi = self.lo, self.hi
+        for raw in self.spill:
+            doc: dict[str, Any] = orjson.loads(raw)
+            if lo is not None or hi is not None:
+                us = _us(doc)
+                if (lo is not None and us < lo) or (hi is not None and us >= hi):
+                    continue
+            yield doc
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
 
 
 @dataclass
@@ -21,48 +82,63 @@ class Source:
     """A history to replay: its archive header (None for a dump), its events, an import report."""
 
     header: ArchiveHeader | None
-    events: list[Event] | list[dict[str, Any]]  # models from importers, wire dicts from archives
+    events: SortedEvents
     report: Any = None  # importers.ImportReport for dumps
 
+    def close(self) -> None:
+        """Remove the sorted events from disk."""
+        self.events.spill.close()
 
-def _us(ev: Event | dict[str, Any]) -> int:
-    """The event time to order by; an archive line without a readable zoned one sorts first, and the
-    stream worker dead-letters it with the reason (replay does not judge records itself)."""
-    if isinstance(ev, dict):
-        try:
-            t = datetime.fromisoformat(ev["occurred_at"])
-            return to_us(t) if t.tzinfo is not None else -(2**62)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return -(2**62)
-    return to_us(ev.occurred_at)
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _eid(ev: Event | dict[str, Any]) -> str:
-    return str(ev.get("event_id")) if isinstance(ev, dict) else str(ev.event_id)
+def _spill_archive(path: Path) -> tuple[ArchiveHeader | None, SortedSpill]:
+    spill = SortedSpill()
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        # the fast path: wire dicts, validated by the stream workers they are published to
+        header, docs = read_jsonl_docs(path)
+        for doc in docs:
+            spill.add(_us(doc), _tie(doc.get("event_id")), orjson.dumps(doc))
+        return header, spill
+    header, events = read_archive(path)
+    for ev in events:
+        spill.add(to_us(ev.occurred_at), ev.event_id.bytes, encode_event(ev))
+    return header, spill
+
+
+def archive_header(path: Path) -> ArchiveHeader | None:
+    """The header of an archive (its window length, span), read without its events; None for a dump."""
+    if not (path.is_file() and is_archive(path)):
+        return None
+    if path.name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        raw = (pq.read_schema(path).metadata or {}).get(b"society-archive")
+        return ArchiveHeader(**orjson.loads(raw)) if raw else None
+    header, docs = read_jsonl_docs(path)
+    docs.close()  # type: ignore[attr-defined]
+    return header
 
 
 def load_source(path: Path, *, since: datetime | None = None, until: datetime | None = None) -> Source:
     """Events of an archive or of a MoltBook dump (through the importers), sorted, within [since, until)."""
-    events: list[Any]
-    if path.is_file() and path.name.endswith((".jsonl", ".jsonl.gz")):
-        # the fast path: wire dicts, validated by the stream workers they are published to
-        header, docs = read_jsonl_docs(path)
-        events, report = list(docs), None
-    elif path.is_file() and is_archive(path):
-        header, it = read_archive(path)
-        events, report = list(it), None
+    report = None
+    if path.is_file() and is_archive(path):
+        header, spill = _spill_archive(path)
     else:
-        from molt_society.importers import import_path
+        from molt_society.importers import import_stream
 
-        result = import_path(path, society="import")
-        header, events, report = None, list(result.events), result.report
-    events.sort(key=lambda e: (_us(e), _eid(e)))
-    if since is not None or until is not None:
-        lo = to_us(since) if since else None
-        hi = to_us(until) if until else None
-        events = [e for e in events if (lo is None or _us(e) >= lo) and (hi is None or _us(e) < hi)]
-        if header is not None:  # a sub-range has its own span
-            header = ArchiveHeader(
-                society=header.society, events=len(events), window_seconds=header.window_seconds
-            )
+        imported = import_stream(path, society="import")
+        header, spill, report = None, imported.spill, imported.report
+    lo = to_us(since) if since else None
+    hi = to_us(until) if until else None
+    events = SortedEvents(spill, lo, hi)
+    if header is not None and (lo is not None or hi is not None):  # a sub-range has its own span
+        header = ArchiveHeader(
+            society=header.society, events=len(events), window_seconds=header.window_seconds
+        )
     return Source(header, events, report)

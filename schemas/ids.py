@@ -17,8 +17,13 @@ def uuid7(at: datetime, rand: random.Random | None = None) -> uuid.UUID:
 
     Without ``rand`` the random bits come from ``os.urandom``.
     """
-    ms = int(at.timestamp() * 1000) & ((1 << 48) - 1)
     bits = rand.getrandbits(74) if rand is not None else int.from_bytes(os.urandom(10), "big") >> 6
+    return uuid7_of_bits(at, bits)
+
+
+def uuid7_of_bits(at: datetime, bits: int) -> uuid.UUID:
+    """The UUIDv7 of time ``at`` whose 74 random bits are the low 74 bits of ``bits``."""
+    ms = int(at.timestamp() * 1000) & ((1 << 48) - 1)
     rand_a = (bits >> 62) & 0xFFF
     rand_b = bits & ((1 << 62) - 1)
     value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b

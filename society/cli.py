@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -18,6 +19,9 @@ from molt_society.runtime.logs import configure_logging
 from molt_society.runtime.settings import Settings, get_settings
 from molt_society.society import stored
 from molt_society.society.progress_lines import status as progress_status
+
+if TYPE_CHECKING:
+    from molt_society.replay.source import Source
 
 console = Console()
 
@@ -463,31 +467,49 @@ def replay(
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
     from molt_society.replay.archive import ArchiveError
-    from molt_society.replay.source import load_source
-    from molt_society.society.replay_run import replay_source
+    from molt_society.replay.source import archive_header, load_source
+    from molt_society.society.replay_run import replay_loading
 
     s = get_settings()
     factor = _parse_speed(speed)
-    try:
-        src = load_source(source, since=_parse_time(since), until=_parse_time(until))
-    except ArchiveError as exc:
-        raise click.ClickException(str(exc)) from None
+    lo, hi = _parse_time(since), _parse_time(until)
     society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    with contextlib.ExitStack() as held:
+
+        def load() -> Source:  # while the stack starts
+            src = held.enter_context(load_source(source, since=lo, until=hi))
+            _import_summary(s, src, society)
+            if not src.events:
+                raise click.ClickException(f"{source}: no events to replay")
+            return src
+
+        try:
+            stats = replay_loading(
+                s,
+                archive_header(source),
+                load,
+                society=society,
+                speed=factor,
+                console=console,
+                dashboard=dashboard,
+                source_name=source.name,
+            )
+        except ArchiveError as exc:
+            raise click.ClickException(str(exc)) from None
+    console.print(
+        f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
+        f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s published)"
+    )
+
+
+def _import_summary(s: Settings, src: Source, society: str) -> None:
+    """A dump's import report: its summary on the console, the whole in the society's state folder."""
     if src.report is not None:
         full = s.state_dir / society / "import-report.txt"
         full.parent.mkdir(parents=True, exist_ok=True)
         full.write_text(src.report.render() + "\n", encoding="utf-8")
         summary = src.report.render(max_files=REPORT_FILES_SHOWN, full_report=str(full))
         console.print(summary, highlight=False, markup=False)
-    if not src.events:
-        raise click.ClickException(f"{source}: no events to replay")
-    stats = replay_source(
-        s, src, society=society, speed=factor, console=console, dashboard=dashboard, source_name=source.name
-    )
-    console.print(
-        f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
-        f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s published)"
-    )
 
 
 @main.command()

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -41,6 +41,9 @@ from molt_society.society.fork import (
     save_config,
 )
 from molt_society.society.stack import LocalStack
+
+if TYPE_CHECKING:
+    from molt_society.replay.source import Source
 
 
 class ExperimentError(RuntimeError):
@@ -112,7 +115,6 @@ def replay_base(
 ) -> str:
     """Replay ``base.replay`` into ``<experiment>.base`` unless done before; the society's name."""
     from molt_society.replay.source import load_source
-    from molt_society.society.replay_run import replay_source
 
     society = f"{spec.name}.base"
     path = Path(base.replay).expanduser()
@@ -124,10 +126,15 @@ def replay_base(
         return society
     if not path.exists():
         raise ExperimentError(f"the base's replay source {path} does not exist")
-    source = load_source(path)
+    with load_source(path) as source:
+        return _replay_into(settings, source, society, path, console)
+
+
+def _replay_into(settings: Settings, source: Source, society: str, path: Path, console: Console) -> str:
     if not source.events:
         raise ExperimentError(f"the base's replay source {path} has no events")
     from molt_society.society.experiment_store import Store  # a partial replay of an earlier attempt
+    from molt_society.society.replay_run import replay_source
 
     with Store(settings.clickhouse_url) as store:
         store.purge(society)
@@ -150,11 +157,9 @@ def replay_base(
     return society
 
 
-def _first_us(events: list[Any]) -> int:
-    ev = events[0]
-    if isinstance(ev, dict):
-        return to_us(datetime.fromisoformat(str(ev["occurred_at"])))
-    return to_us(ev.occurred_at)
+def _first_us(events: Iterable[dict[str, Any]]) -> int:
+    ev = next(iter(events))
+    return to_us(datetime.fromisoformat(str(ev["occurred_at"])))
 
 
 def run_pair(job: PairJob, on_tick: Callable[[int], None]) -> int:

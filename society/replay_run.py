@@ -1,16 +1,20 @@
 """``society replay SOURCE``: start the stack without agents, publish a history into it, drain, stop.
 
-The history is loaded by ``replay.source.load_source``; this module is the part that needs the running
-stack, so it lives with the stack (``society``), above the replay package.
+The history is loaded by ``replay.source.load_source`` while the stack starts (``replay_loading``); this
+module is the part that needs the running stack, so it lives with the stack (``society``), above the
+replay package.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from molt_society.replay.archive import ArchiveHeader
 from molt_society.replay.progress import ProgressFile, progress_path
 from molt_society.replay.publisher import PublishStats, publish
 from molt_society.replay.source import Source
@@ -19,6 +23,29 @@ from molt_society.runtime.settings import Settings
 from molt_society.society.drive import wait_drained
 from molt_society.society.progress_lines import Throttle
 from molt_society.society.stack import LocalStack
+
+
+class _Starting(threading.Thread):
+    """The stack's start, in a thread while the source is read: an import of a large dump takes a minute
+    or more and the stack's start about 20 s, and neither needs the other."""
+
+    def __init__(self, stack: LocalStack, dashboard: bool) -> None:
+        super().__init__(name="stack-start", daemon=True)
+        self.stack = stack
+        self.dashboard = dashboard
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.stack.start(agents=False, dashboard=self.dashboard)
+            self.stack.sink_url()
+        except BaseException as exc:  # handed to the caller by ready()
+            self.error = exc
+
+    def ready(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
 
 
 def replay_source(
@@ -32,11 +59,59 @@ def replay_source(
     source_name: str | None = None,
 ) -> PublishStats:
     """Replay ``source`` into a new society on the local stack; returns what was published."""
+    return replay_loading(
+        settings,
+        source.header,
+        lambda: source,
+        society=society,
+        speed=speed,
+        console=console,
+        dashboard=dashboard,
+        source_name=source_name,
+    )
+
+
+def replay_loading(
+    settings: Settings,
+    header: ArchiveHeader | None,
+    load: Callable[[], Source],
+    *,
+    society: str,
+    speed: float | None,
+    console: Console | None = None,
+    dashboard: bool = False,
+    source_name: str | None = None,
+) -> PublishStats:
+    """Start the local stack for a new society while ``load`` reads the source (``header``: the source's
+    archive header, read before, for its window length), then replay it; returns what was published.
+    Whatever ``load`` raises stops the stack and is raised."""
     console = console or Console()
-    header = source.header
     window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
     settings = settings.model_copy(update={"window_seconds": window_seconds})
-    stack = LocalStack(settings, society)
+    stack = LocalStack(settings, society, stream_workers=settings.stream_workers)
+    starting = _Starting(stack, dashboard)
+    starting.start()
+    try:
+        source = load()
+        starting.ready()
+        if dashboard:
+            url = stack.dashboard_url()
+            console.print(f"[bold]dashboard[/bold] {url}" if url else "the dashboard did not start")
+        return _publish_and_drain(settings, stack, source, speed, console, source_name)
+    finally:
+        starting.join()
+        stack.stop()
+
+
+def _publish_and_drain(
+    settings: Settings,
+    stack: LocalStack,
+    source: Source,
+    speed: float | None,
+    console: Console,
+    source_name: str | None,
+) -> PublishStats:
+    header, society, window_seconds = source.header, stack.society, settings.window_seconds
     total = len(source.events)
     progress = Progress(
         TextColumn("[bold]replay[/bold]"),
@@ -47,48 +122,37 @@ def replay_source(
         TimeRemainingColumn(),
         console=console,
     )
-    try:
-        stack.start(agents=False, dashboard=dashboard)
-        stack.sink_url()
-        if dashboard:
-            url = stack.dashboard_url()
-            console.print(f"[bold]dashboard[/bold] {url}" if url else "the dashboard did not start")
-        progress_file = ProgressFile(progress_path(settings.state_dir, society), total, source_name)
-        with progress:
-            task = progress.add_task("replay", total=total, rate=0.0)
+    progress_file = ProgressFile(progress_path(settings.state_dir, society), total, source_name)
+    with progress:
+        task = progress.add_task("replay", total=total, rate=0.0)
+        every = Throttle(5.0)
 
-            every = Throttle(5.0)
+        def on_progress(s: PublishStats) -> None:
+            rate = s.events / max(s.seconds, 1e-6)
+            progress.update(task, completed=s.events, rate=rate)
+            progress_file.update(s.events, rate)
+            if not console.is_terminal and every.due():  # a log: a line every 5 s, not one at the end
+                console.print(f"replay {s.events:,}/{total:,} events, {rate:,.0f} events/s", highlight=False)
 
-            def on_progress(s: PublishStats) -> None:
-                rate = s.events / max(s.seconds, 1e-6)
-                progress.update(task, completed=s.events, rate=rate)
-                progress_file.update(s.events, rate)
-                if not console.is_terminal and every.due():  # a log: a line every 5 s, not one at the end
-                    console.print(
-                        f"replay {s.events:,}/{total:,} events, {rate:,.0f} events/s", highlight=False
-                    )
-
-            stats = asyncio.run(
-                publish(
-                    iter(source.events),
-                    bootstrap=stack.bootstrap,
-                    society=society,
-                    partitions=settings.partitions,
-                    window_seconds=window_seconds,
-                    origin_us=header.origin_us if header else None,
-                    last_window_us=header.last_window_us if header else None,
-                    speed=speed,
-                    on_progress=on_progress,
-                    keys=RecordKeys(settings.state_dir),
-                )
+        stats = asyncio.run(
+            publish(
+                iter(source.events),
+                bootstrap=stack.bootstrap,
+                society=society,
+                partitions=settings.partitions,
+                window_seconds=window_seconds,
+                origin_us=header.origin_us if header else None,
+                last_window_us=header.last_window_us if header else None,
+                speed=speed,
+                on_progress=on_progress,
+                keys=RecordKeys(settings.state_dir),
             )
-            if stats.last_us is not None:
-                window_us = int(window_seconds * 1_000_000)
-                last = header.last_window_us if header and header.last_window_us is not None else None
-                if last is None:
-                    last = stats.last_us - stats.last_us % window_us
-                asyncio.run(wait_drained(society, last, stack))
-            progress_file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
-        return stats
-    finally:
-        stack.stop()
+        )
+        if stats.last_us is not None:
+            window_us = int(window_seconds * 1_000_000)
+            last = header.last_window_us if header and header.last_window_us is not None else None
+            if last is None:
+                last = stats.last_us - stats.last_us % window_us
+            asyncio.run(wait_drained(society, last, stack))
+        progress_file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
+    return stats

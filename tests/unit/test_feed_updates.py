@@ -107,3 +107,27 @@ def test_a_restarted_publisher_starts_with_a_full_update() -> None:
     reader.apply(u)
     assert reader.view() == s.feed_snapshot(0)["submolts"]
     assert "gone" not in reader.items
+
+
+def test_a_reader_drops_exactly_the_items_no_list_names() -> None:
+    """Random feeds (posts moving between lists, leaving and coming back, one post in both lists, items
+    changing): after every update the reader holds the publisher's feed and no item more."""
+    import random
+
+    from molt_society.streams.feed_updates import FeedPublisher
+
+    rng = random.Random(5)
+    pub, reader = FeedPublisher(), FeedState()
+    feed: dict[str, dict[str, list[FeedItem]]] = {}
+    for tick in range(300):
+        for s in rng.sample(["a", "b", "c", "d"], rng.randint(0, 3)):  # re-ranked submolts: new objects
+            pids = [f"{s}{rng.randrange(10)}" for _ in range(rng.randint(0, 6))]  # a post is in one submolt
+            item = {p: {"post_id": p, "score": rng.randrange(3)} for p in pids}
+            feed[s] = {
+                "new": [item[p] for p in dict.fromkeys(pids)],  # type: ignore[misc]
+                "hot": [item[p] for p in dict.fromkeys(reversed(pids))],  # type: ignore[misc]
+            }
+        reader.apply(pub.update(dict(feed), tick, 0, tick))
+        assert reader.view() == feed
+        named = {it["post_id"] for lists in feed.values() for ranked in lists.values() for it in ranked}
+        assert set(reader.items) == named

@@ -1,0 +1,208 @@
+"""``python -m molt_society.bench.archive``: MoltBook archives in the community's layouts, replayed at size.
+
+1. ``bench.archive_gen`` writes one generated society (``--posts``, default 300,000: about 1.3M events)
+   in each layout: the observatory SQLite and the posts_full JSON array with nested threads; its
+   manifest says how many posts, comments, authors and how deep the deepest comment is.
+2. For each layout, ``society replay FILE`` (as a user runs it) into a fresh chDB store and state folder:
+   wall time, the import and publish split from its output, and the peak RSS of every process of the
+   run (the replay command, the broker, stream workers, sinks), sampled every 0.5 s with psutil.
+3. What the store then holds (``society sql``): posts, comments, distinct authors and the deepest comment,
+   each against the generator's manifest.
+
+Results go to the terminal and to BENCHMARKS.md between the ``archive`` markers (``--no-write`` skips).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from rich.console import Console
+
+from molt_society.bench.archive_gen import generate
+from molt_society.bench.machine import run_facts
+from molt_society.bench.markdown import markers, publish
+from molt_society.bench.society_run import society_command, society_env, society_sql
+
+err = Console(stderr=True)
+BEGIN, END = markers("archive")
+FILES = {"observatory-sqlite": "observatory.sqlite", "posts-full-json": "posts_full.json"}
+ROLES = (
+    ("kafka.Kafka", "broker (Apache Kafka)"),
+    ("tansu", "broker (Tansu)"),
+    ("molt_society.streams", "stream worker"),
+    ("molt_society.sinks", "sink"),
+    ("molt_society.agents", "agent worker"),
+    ("molt_society.dashboard", "dashboard"),
+    ("replay", "society replay (import + publish)"),
+)
+LIMIT_MIB = 2048
+
+
+def role_of(cmdline: list[str]) -> str:
+    text = " ".join(cmdline)
+    for needle, role in ROLES:
+        if needle in text:
+            return role
+    return cmdline[0] if cmdline else "?"
+
+
+class PeakRss(threading.Thread):
+    """The peak RSS of each process of a tree (by pid, labelled by role), sampled every ``interval`` s."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        super().__init__(daemon=True, name="peak-rss")
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak: dict[int, tuple[str, int]] = {}
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    rss = p.memory_info().rss
+                    role = self.peak[p.pid][0] if p.pid in self.peak else role_of(p.cmdline())
+                except psutil.Error:
+                    continue
+                self.peak[p.pid] = (role, max(rss, self.peak.get(p.pid, ("", 0))[1]))
+            self.halt.wait(self.interval)
+
+    def by_role(self) -> dict[str, int]:
+        """The largest peak of each role, in bytes."""
+        out: dict[str, int] = {}
+        for role, rss in self.peak.values():
+            out[role] = max(out.get(role, 0), rss)
+        return out
+
+
+STORED_SQL = (
+    "SELECT countIf(type = 'post_created'), countIf(type = 'comment_created'), "
+    "uniqExactIf(actor, type IN ('post_created', 'comment_created')), "
+    "maxIf(depth, type = 'comment_created'), countIf(type = 'agent_registered'), "
+    "countIf(type = 'agent_followed'), count() FROM events FINAL WHERE society = '{society}'"
+)
+
+
+def replay_layout(layout: str, path: Path, work: Path) -> dict[str, Any]:
+    """``society replay`` of one file into a fresh store under ``work``; time, memory, what was stored."""
+    env = society_env(work, drop=("KAFKA_BOOTSTRAP",))
+    society = layout.replace("-", "_")
+    cmd = [*society_command(), "replay", str(path), "--society", society, "--no-dashboard"]
+    err.print(f"[bold]{layout}[/bold]: {' '.join(cmd[-5:])}")
+    log = (work / "replay.log").open("w")
+    began = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    peaks = PeakRss(proc.pid)
+    peaks.start()
+    rc = proc.wait()
+    seconds = time.perf_counter() - began
+    peaks.halt.set()
+    peaks.join()
+    log.close()
+    out = (work / "replay.log").read_text(errors="replace")
+    if rc != 0:
+        raise RuntimeError(f"society replay of {path} exited with {rc}:\n{out[-4000:]}")
+    published = re.search(r"replayed ([\d,]+) events .* in ([\d.]+) s", out)
+    row = society_sql(env, STORED_SQL.format(society=society))[0]
+    keys = ("posts", "comments", "authors", "deepest_comment", "agents", "follows", "events")
+    return {
+        "seconds": seconds,
+        "publish_s": float(published.group(2)) if published else None,
+        "stored": {k: int(v) for k, v in zip(keys, row, strict=True)},
+        "rss": peaks.by_role(),
+    }
+
+
+def markdown(res: dict[str, Any]) -> str:
+    lines = [
+        BEGIN,
+        "## MoltBook archives in the community's layouts, replayed at size (issue 30)",
+        "",
+        f"Run {res['date']} on {res['machine']}: `{res['command'].strip()}`. One generated society "
+        f"({res['posts']:,} posts, written by `bench.archive_gen` without project code, in "
+        f"{res['gen_s']:.0f} s) in each layout, then `society replay FILE --no-dashboard` into a fresh "
+        "chDB store through the local stack. Stored = `SELECT ... FROM events FINAL` afterwards; "
+        "manifest = what the generator wrote. Peak RSS per process sampled every 0.5 s.",
+        "",
+        "| layout | file | events stored | replay s (publish s) | posts | comments | authors | deepest | "
+        "exact | largest process | peak RSS MiB by process |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for layout, r in res["layouts"].items():
+        m, s = r["manifest"], r["stored"]
+        exact = all(s[k] == m[k] for k in ("posts", "comments", "authors", "deepest_comment"))
+        rss = sorted(r["rss"].items(), key=lambda kv: -kv[1])
+        top = rss[0]
+        pub = f" ({r['publish_s']:.0f})" if r["publish_s"] is not None else ""
+        lines.append(
+            f"| {layout} | {m['bytes'] / 2**20:,.0f} MiB | {s['events']:,} | {r['seconds']:.0f}{pub} | "
+            f"{s['posts']:,} / {m['posts']:,} | {s['comments']:,} / {m['comments']:,} | "
+            f"{s['authors']:,} / {m['authors']:,} | {s['deepest_comment']} / {m['deepest_comment']} | "
+            f"{'yes' if exact else '**no**'} | {top[0]} {top[1] / 2**20:,.0f} | "
+            + ", ".join(f"{k} {v / 2**20:,.0f}" for k, v in rss)
+            + " |"
+        )
+    worst_s = max(r["seconds"] for r in res["layouts"].values())
+    worst_mib = max(max(r["rss"].values()) for r in res["layouts"].values()) / 2**20
+    lines += [
+        "",
+        "Stored / manifest in each cell. Targets (issue 30, at 300,000 posts): every process under "
+        f"{LIMIT_MIB:,} MiB: **{'met' if worst_mib < LIMIT_MIB else 'not met'}** (largest "
+        f"{worst_mib:,.0f} MiB); at most 300 s per layout: **{'met' if worst_s <= 300 else 'not met'}** "
+        f"(slowest {worst_s:.0f} s).",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--posts", type=int, default=300_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--layout", action="append", choices=sorted(FILES), help="default: both")
+    ap.add_argument("--work", type=Path, help="work folder (default: a temporary one, removed)")
+    ap.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    ap.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    args = ap.parse_args(argv)
+    layouts = args.layout or sorted(FILES)
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-archive-"))
+    try:
+        t0 = time.perf_counter()
+        manifests = {m["layout"]: m for m in generate(work / "gen", args.posts, args.seed, layouts)}
+        gen_s = time.perf_counter() - t0
+        res: dict[str, Any] = {
+            **run_facts("python -m molt_society.bench.archive", argv),
+            "posts": args.posts,
+            "gen_s": gen_s,
+            "layouts": {},
+        }
+        for layout in layouts:
+            sub = work / layout
+            sub.mkdir(parents=True, exist_ok=True)
+            r = replay_layout(layout, work / "gen" / FILES[layout], sub)
+            r["manifest"] = manifests[layout]
+            res["layouts"][layout] = r
+            err.print(json.dumps({k: v for k, v in r.items() if k != "manifest"}, default=str))
+            shutil.rmtree(sub / "clickhouse", ignore_errors=True)
+        publish(markdown(res), args.out, not args.no_write, BEGIN, END)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

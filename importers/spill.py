@@ -1,0 +1,103 @@
+"""Records sorted by a key without holding them all: an external merge sort over temporary files.
+
+An import or a replay orders its events by ``(event time, event id)`` before they are published; a dump
+of millions of events does not fit in memory as objects. ``SortedSpill`` keeps at most ``run_size``
+records in memory; each full buffer is sorted and written to a run file (length-prefixed binary, in a
+temporary folder removed on ``close``), and iteration merges the runs (``heapq.merge``), so memory is one
+buffer plus one record per run whatever the number of records. Ties on the key keep insertion order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+RUN_SIZE = 200_000
+"""Records held before a run is written: about 100 MB of encoded events of a few hundred bytes."""
+_HEAD = struct.Struct(">qIQI")  # time (us), tie-break length, sequence, payload length
+
+
+class SortedSpill:
+    """``add(us, tie, payload)`` in any order; iterate to get the payloads by ``(us, tie)``."""
+
+    def __init__(self, run_size: int = RUN_SIZE, folder: Path | None = None) -> None:
+        self.run_size = run_size
+        self._parent = folder
+        self._dir: Path | None = None
+        self._buffer: list[tuple[int, bytes, int, bytes]] = []
+        self._runs: list[Path] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def runs(self) -> int:
+        """Run files written so far (0 while everything fits one buffer)."""
+        return len(self._runs)
+
+    def add(self, us: int, tie: bytes, payload: bytes) -> None:
+        # a copy of exactly its length: orjson's result keeps its whole write buffer (4 KiB for a
+        # 400-byte event), which made the buffer ten times its size
+        self._buffer.append((us, tie, self._count, bytes(memoryview(payload))))
+        self._count += 1
+        if len(self._buffer) >= self.run_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="society-sort-", dir=self._parent))
+        path = self._dir / f"run-{len(self._runs):05d}.bin"
+        self._buffer.sort()
+        with path.open("wb", buffering=1 << 20) as f:
+            for us, tie, seq, payload in self._buffer:
+                f.write(_HEAD.pack(us, len(tie), seq, len(payload)))
+                f.write(tie)
+                f.write(payload)
+        self._runs.append(path)
+        self._buffer = []
+
+    def __iter__(self) -> Iterator[bytes]:
+        """The payloads in key order (may be iterated more than once)."""
+        if not self._runs:
+            for item in sorted(self._buffer):
+                yield item[3]
+            return
+        self._flush()
+        files = [p.open("rb", buffering=1 << 20) for p in self._runs]
+        try:
+            for item in heapq.merge(*(_read_run(f) for f in files)):
+                yield item[3]
+        finally:
+            for f in files:
+                f.close()
+
+    def close(self) -> None:
+        """Remove the run files (the spill is empty afterwards)."""
+        self._buffer = []
+        self._runs = []
+        self._count = 0
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> SortedSpill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_run(f: BinaryIO) -> Iterator[tuple[int, bytes, int, bytes]]:
+    size = _HEAD.size
+    while head := f.read(size):
+        us, tie_len, seq, n = _HEAD.unpack(head)
+        tie = f.read(tie_len)
+        yield us, tie, seq, f.read(n)
