@@ -466,7 +466,7 @@ def replay(
     source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors and the sink."""
-    from molt_society.replay.archive import ArchiveError
+    from molt_society.replay.archive import ArchiveError, is_archive
     from molt_society.replay.source import archive_header, load_source
     from molt_society.society.replay_run import replay_loading
 
@@ -493,6 +493,7 @@ def replay(
                 console=console,
                 dashboard=dashboard,
                 source_name=source.name,
+                early=not is_archive(source),  # an archive is read in seconds; a dump is imported
             )
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None

@@ -81,26 +81,32 @@ def replay_loading(
     console: Console | None = None,
     dashboard: bool = False,
     source_name: str | None = None,
+    early: bool = False,
 ) -> PublishStats:
-    """Start the local stack for a new society while ``load`` reads the source (``header``: the source's
-    archive header, read before, for its window length), then replay it; returns what was published.
-    Whatever ``load`` raises stops the stack and is raised."""
+    """Load the source with ``load`` and replay it into a new society on the local stack; returns what was
+    published. ``header``: the source's archive header, read before, for its window length. ``early``:
+    start the stack while ``load`` runs (a dump's import takes minutes at size, the start about 20 s); a
+    load that fails then stops the stack it started. Whatever ``load`` raises is raised."""
     console = console or Console()
     window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
     settings = settings.model_copy(update={"window_seconds": window_seconds})
     stack = LocalStack(settings, society, stream_workers=settings.stream_workers)
     starting = _Starting(stack, dashboard)
-    starting.start()
+    if early:
+        starting.start()
     try:
         source = load()
+        if not early:
+            starting.start()
         starting.ready()
         if dashboard:
             url = stack.dashboard_url()
             console.print(f"[bold]dashboard[/bold] {url}" if url else "the dashboard did not start")
         return _publish_and_drain(settings, stack, source, speed, console, source_name)
     finally:
-        starting.join()
-        stack.stop()
+        if starting.ident is not None:  # started: wait for its start to end, then stop it
+            starting.join()
+            stack.stop()
 
 
 def _publish_and_drain(
