@@ -105,7 +105,7 @@ def _read_entry(file: Path, name: str, depth: int) -> Iterator[FileRecords]:
         return
     with tempfile.TemporaryDirectory(prefix="society-unpack-") as tmp:
         try:
-            for member, path, why in containers.unpack(file, Path(tmp)):
+            for member, path, why in containers.unpack(file, kind, Path(tmp)):
                 label = f"{name}/{member}"
                 if path is None:
                     skipped = FileRecords(FileReport(label))
@@ -126,11 +126,17 @@ def import_path(path: Path, society: str) -> ImportResult:
     Raises ``ValueError`` only for a bad call (a society name that is not a valid id, a path that does
     not exist); problems with the data are reported in ``ImportResult.report``.
     """
+    events, report = _build(path, society, None)
+    return ImportResult(events, report)
+
+
+def _build(path: Path, society: str, spill: SortedSpill | None) -> tuple[list[Event], ImportReport]:
+    """Read every file of ``path`` and make the events (kept, or written to ``spill``); the report."""
     root, records = _records(path, society)
-    builder = Builder(society, records)
+    builder = Builder(society, records, spill)
     events = builder.build()
     report = ImportReport(str(root), society, [r.report for r in records], builder.notes)
-    return ImportResult(events, report)
+    return events, report
 
 
 @dataclass
@@ -150,9 +156,6 @@ def import_stream(path: Path, society: str, *, run_size: int = RUN_SIZE) -> Impo
     to an external sort (``importers.spill``), so they cost a few hundred bytes each on disk, not
     kilobytes in memory. The records of the dump are still held while the events are made (ids must be
     de-duplicated and threads resolved across files)."""
-    root, records = _records(path, society)
     spill = SortedSpill(run_size)
-    builder = Builder(society, records, spill)
-    builder.build()
-    report = ImportReport(str(root), society, [r.report for r in records], builder.notes)
+    _, report = _build(path, society, spill)
     return ImportStream(spill, report)

@@ -66,10 +66,10 @@ def _safe(name: str) -> PurePosixPath | None:
     return p
 
 
-def unpack(path: Path, into: Path) -> Iterator[tuple[str, Path | None, str]]:
+def unpack(path: Path, kind: str, into: Path) -> Iterator[tuple[str, Path | None, str]]:
     """(member name, its extracted path or None, why it was not extracted) for each member of the
-    container at ``path``, extracted under ``into``. Raises ``ContainerError`` when it cannot go on."""
-    kind = kind_of(path)
+    container at ``path`` (of ``kind``, from ``kind_of``), extracted under ``into``. Raises
+    ``ContainerError`` when it cannot go on."""
     try:
         if kind == "gzip":
             name = path.name[:-3] if path.name.endswith(".gz") else path.name + ".out"

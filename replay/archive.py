@@ -178,13 +178,27 @@ def write_parquet(path: Path, header: ArchiveHeader, events: Iterable[Event]) ->
     return int(table.num_rows)
 
 
+def _parquet_header(metadata: dict[bytes, bytes] | None) -> ArchiveHeader | None:
+    raw = (metadata or {}).get(b"society-archive")
+    return ArchiveHeader(**orjson.loads(raw)) if raw else None
+
+
+def read_header(path: Path) -> ArchiveHeader | None:
+    """The header of an archive (window length, span) without reading its events."""
+    if path.name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return _parquet_header(pq.read_schema(path).metadata)
+    header, docs = read_jsonl_docs(path)
+    docs.close()  # type: ignore[attr-defined]
+    return header
+
+
 def read_parquet(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    meta = table.schema.metadata or {}
-    raw = meta.get(b"society-archive")
-    header = ArchiveHeader(**orjson.loads(raw)) if raw else None
+    header = _parquet_header(table.schema.metadata)
 
     def events() -> Iterator[Event]:
         for batch in table.to_batches(max_chunksize=10_000):

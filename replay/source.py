@@ -19,7 +19,13 @@ from typing import Any
 import orjson
 
 from molt_society.importers.spill import SortedSpill
-from molt_society.replay.archive import ArchiveHeader, is_archive, read_archive, read_jsonl_docs
+from molt_society.replay.archive import (
+    ArchiveHeader,
+    is_archive,
+    read_archive,
+    read_header,
+    read_jsonl_docs,
+)
 from molt_society.schemas.control import to_us
 from molt_society.schemas.wire import encode_event
 
@@ -112,16 +118,7 @@ def _spill_archive(path: Path) -> tuple[ArchiveHeader | None, SortedSpill]:
 
 def archive_header(path: Path) -> ArchiveHeader | None:
     """The header of an archive (its window length, span), read without its events; None for a dump."""
-    if not (path.is_file() and is_archive(path)):
-        return None
-    if path.name.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        raw = (pq.read_schema(path).metadata or {}).get(b"society-archive")
-        return ArchiveHeader(**orjson.loads(raw)) if raw else None
-    header, docs = read_jsonl_docs(path)
-    docs.close()  # type: ignore[attr-defined]
-    return header
+    return read_header(path) if path.is_file() and is_archive(path) else None
 
 
 def load_source(path: Path, *, since: datetime | None = None, until: datetime | None = None) -> Source:
