@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import murmur2
 
 from molt_society.runtime import kafka
 from molt_society.runtime.record_auth import RecordKeys
@@ -30,6 +29,7 @@ from molt_society.schemas.events import Event, partition_key_of
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import event_to_dict
 from molt_society.streams.batch_out import BatchOut
+from molt_society.streams.partition_state import kafka_partition
 
 MARK_EVERY = 20_000
 """Events between two marks inside one window (a window boundary always gets one). Each mark costs every
@@ -147,7 +147,7 @@ class _Publication:
         self.current_window = window
         d["society"] = self.society
         key = partition_key_of(d).encode()
-        await self.outs[(murmur2(key) & 0x7FFFFFFF) % self.partitions].append(key, orjson.dumps(d), [])
+        await self.outs[kafka_partition(key, self.partitions)].append(key, orjson.dumps(d), [])
         stats.events += 1
         stats.last_us = us
         self.since_mark += 1

@@ -271,7 +271,9 @@ class Settings(BaseSettings):
     snapshot_every_seconds: float = Field(
         default=60.0,
         gt=0,
-        description="... or this long after the partition's last snapshot, if anything changed since",
+        description="... or this long after the partition's last snapshot, if anything changed since; "
+        "either way at least 30 times the last snapshot's duration after it (streams.processor."
+        "SNAPSHOT_SPACING), so that snapshots of a large state do not take a growing share of the worker",
     )
     snapshot_chunk_bytes: int = Field(
         default=900_000,

@@ -431,4 +431,7 @@ def partition_key_of(doc: dict[str, object]) -> str:
 
 def format_time(value: datetime) -> str:
     """ISO 8601 UTC with microseconds and a ``Z``: the wire format of every timestamp."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # isoformat, not strftime: half the time, and it is called for every event written (years 1970-2199)
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"

@@ -92,6 +92,7 @@ def replay_loading(
     settings = settings.model_copy(update={"window_seconds": window_seconds})
     stack = LocalStack(settings, society, stream_workers=settings.stream_workers)
     starting = _Starting(stack, dashboard)
+    drained = False
     if early:
         starting.start()
     try:
@@ -102,11 +103,15 @@ def replay_loading(
         if dashboard:
             url = stack.dashboard_url()
             console.print(f"[bold]dashboard[/bold] {url}" if url else "the dashboard did not start")
-        return _publish_and_drain(settings, stack, source, speed, console, source_name)
+        stats = _publish_and_drain(settings, stack, source, speed, console, source_name)
+        drained = True
+        return stats
     finally:
         if starting.ident is not None:  # started: wait for its start to end, then stop it
             starting.join()
-            stack.stop()
+            # drained, the sink has stored everything and nobody produces: the processes stop at once
+            # (role by role, each waits for the one before: 10 s of a 300 s replay at size)
+            stack.stop(together=drained)
 
 
 def _publish_and_drain(

@@ -226,6 +226,15 @@ class Aggregator:
             key=key, value=value, headers=self.keys.headers(topic, key, value)
         )
 
+    def owns(self, tp: TopicPartition) -> bool:
+        """Whether Faust's consumer has ``tp`` assigned (True when that cannot be told: the watch then
+        looks, as it did before it asked)."""
+        try:
+            assigned = self.app.consumer.assignment()
+            return any(t.topic == tp.topic and t.partition == tp.partition for t in assigned)
+        except Exception:
+            return True
+
     async def lagging_since(self) -> float | None:
         """Since when the agent has been idle while the partials topic holds partials it has not taken, or
         None. Faust clears its stream buffer when a rebalance resumes the flow, and its fetcher does not
@@ -237,6 +246,12 @@ class Aggregator:
         if self.ends is None:
             self.ends = LagReader(self.bootstrap, self.society, timeout=END_OFFSET_TIMEOUT_S)
         tp = TopicPartition(self.partials_tp.topic, 0)
+        if not self.owns(tp):
+            # another worker of the group holds the partials: its lag is not this one's (seen: with two
+            # stream workers the one without the partition stopped as stalled after 60 s, a rebalance and
+            # rebuild of every partition in the middle of a replay)
+            self.lag_since = None
+            return None
         try:
             ends = await asyncio.wait_for(self.ends.highwaters([tp.topic]), END_OFFSET_TIMEOUT_S)
             end = ends.get(tp)

@@ -48,7 +48,6 @@ from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
 import orjson
-from aiokafka.partitioner import murmur2
 
 from molt_society.schemas.control import (
     FeedItem,
@@ -80,6 +79,7 @@ from molt_society.schemas.wire import InvalidEvent, decode_event, quote
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
 from molt_society.streams.feed_window import FeedWindow
 from molt_society.streams.feeds import hot_score, hot_window
+from molt_society.streams.murmur2 import murmur2
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)

@@ -26,6 +26,7 @@ def _aggregator(
     monkeypatch: pytest.MonkeyPatch,
     clock: list[float],
     committed: int | None = None,
+    owned: bool = True,
 ) -> Aggregator:
     agg = Aggregator.__new__(Aggregator)
 
@@ -54,7 +55,15 @@ def _aggregator(
     recovery = SimpleNamespace(in_recovery=False, remaining=0)
     recovery.active_remaining_total = lambda: recovery.remaining
     agg.app = SimpleNamespace(
-        tables=SimpleNamespace(recovery=recovery), rebalancing=False, consumer=SimpleNamespace(assignment=set)
+        tables=SimpleNamespace(recovery=recovery),
+        rebalancing=False,
+        # the changelogs are always assigned; the partials partition when this worker holds it
+        consumer=SimpleNamespace(
+            assignment=lambda: (
+                {TP("society.s.aggregate-pending-changelog", 0)}
+                | ({TP("society.s.partials", 0)} if owned else set())
+            )
+        ),
     )
 
     def stop_worker() -> None:
@@ -138,3 +147,18 @@ def test_a_restarted_worker_that_takes_nothing_committed_after_exits(monkeypatch
     clock[0] += AGGREGATE_STALL_S + 1
     with pytest.raises(Exited):
         _check(agg)
+
+
+def test_a_worker_without_the_partials_partition_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two stream workers one holds the partials partition; the other sees partials it has not taken
+    (its peer's lag) and must not stop as stalled. The same lag where it holds the partition exits."""
+    clock = [1000.0]
+    agg = _aggregator(56, monkeypatch, clock, committed=40, owned=False)
+    for _ in range(3):
+        _check(agg)
+        clock[0] += AGGREGATE_STALL_S
+    owner = _aggregator(56, monkeypatch, clock, committed=40)
+    _check(owner)
+    clock[0] += AGGREGATE_STALL_S + 1
+    with pytest.raises(Exited):
+        _check(owner)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import random
+import time
 import tracemalloc
 import uuid
 from collections import Counter
@@ -1115,3 +1116,31 @@ def test_a_feed_larger_than_the_hot_window_still_lists_as_many_newest_posts(feed
         apply_ok(s, post(f"w{i:04d}", f"a{i % 7}", ORIGIN + i * SEC))
     listed = s.feed_snapshot(1)["submolts"]["general"]["new"]
     assert [item["post_id"] for item in listed] == [f"w{i:04d}" for i in range(n - 1, n - 1 - feed_size, -1)]
+
+
+def test_a_snapshot_waits_out_the_spacing_of_its_last_duration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition due by count or time is snapshotted only SNAPSHOT_SPACING times its last snapshot's
+    duration after it; a partition without a slow last snapshot is not held back."""
+    settings = Settings(kafka_bootstrap="127.0.0.1:1", snapshot_every_events=10, snapshot_every_seconds=60)
+    proc = processor.ActionProcessor(settings, "127.0.0.1:1", "s")
+    proc.partitions = 2
+    proc.states = {0: proc._new_state(0), 1: proc._new_state(1)}
+    taken: list[int] = []
+
+    async def snapshot(self: processor.ActionProcessor, state: PartitionState) -> None:
+        taken.append(state.partition)
+
+    async def drain(self: processor.ActionProcessor) -> None:
+        return None
+
+    monkeypatch.setattr(processor.ActionProcessor, "_snapshot", snapshot)
+    monkeypatch.setattr(processor.ActionProcessor, "_drain", drain)
+    now = time.monotonic()
+    proc.changed = {0: 50, 1: 50}  # both due by count
+    proc.snapshot_at = {0: now - 20.0, 1: now - 20.0}
+    proc.snapshot_seconds = {0: 1.0, 1: 0.5}  # 30 s and 15 s of spacing
+    asyncio.run(proc._snapshot_due())
+    assert taken == [1]
+    proc.snapshot_at[0] = now - 31.0
+    asyncio.run(proc._snapshot_due())
+    assert taken == [1, 0, 1]  # partition 1's fake snapshot left its count and time as they were

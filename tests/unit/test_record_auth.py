@@ -111,3 +111,32 @@ def test_a_damaged_key_is_an_error_naming_the_file(tmp_path: Path) -> None:
 def test_no_key_for_a_name_outside_the_state_folder(tmp_path: Path) -> None:
     with pytest.raises(KeyUnavailable):
         RecordKeys(tmp_path).key("../x")
+
+
+def _fields(*parts: bytes | None) -> bytes:
+    """The length-prefixed message of a record, written out here from the documented layout."""
+    out = b""
+    for p in parts:
+        out += b"\xff\xff\xff\xff" if p is None else len(p).to_bytes(4, "big") + p
+    return out
+
+
+def test_the_signature_is_keyed_blake2b_and_hmac_sha256_is_still_accepted(tmp_path: Path) -> None:
+    import hashlib
+    import hmac
+
+    keys = RecordKeys(tmp_path)
+    rec = _signed(keys, ACTIONS, b"p1", b'{"a":1}', [("society-kind", b"watermark")])
+    secret = (tmp_path / "demo" / KEY_FILE).read_bytes()
+    msg = _fields(b"actions", b"p1", b'{"a":1}', b"society-kind", b"watermark")
+    sig = next(v for k, v in rec.headers if k == SIGNATURE_HEADER)
+    assert sig == b"b2:" + hashlib.blake2b(msg, key=secret, digest_size=32).hexdigest().encode()
+    legacy_sig = hmac.new(secret, msg, hashlib.sha256).hexdigest().encode()
+    legacy = Rec(ACTIONS, b"p1", b'{"a":1}', [("society-kind", b"watermark"), (SIGNATURE_HEADER, legacy_sig)])
+    assert keys.problem(legacy) is None
+    tampered = replace(legacy, value=b'{"a":2}')
+    assert SIGNATURE_HEADER in (keys.problem(tampered) or "")
+    # the HMAC under the b2 prefix, or the BLAKE2 MAC without it, is no signature
+    for wrong in (b"b2:" + legacy_sig, sig[3:]):
+        bad = replace(legacy, headers=[("society-kind", b"watermark"), (SIGNATURE_HEADER, wrong)])
+        assert SIGNATURE_HEADER in (keys.problem(bad) or "")
