@@ -124,30 +124,37 @@ class RecordKeys:
             k = self._keys[society] = _load_or_make(self.state_dir / society / KEY_FILE)
         return k
 
-    def signature(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = ()
-    ) -> bytes | None:
-        """The signature header's value for a record of ``topic``; None for a topic of no society."""
+    def _keyed_message(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> tuple[bytes, bytes] | None:
+        """The society's key and the bytes a signature of a record of ``topic`` covers; None for a topic of
+        no society."""
         parts = topic_parts(topic)
         if parts is None:
             return None
         society, role = parts
+        return self.key(society), signed_message(role, key, value, headers)
+
+    def signature(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = ()
+    ) -> bytes | None:
+        """The signature header's value for a record of ``topic``; None for a topic of no society."""
+        keyed = self._keyed_message(topic, key, value, headers)
+        if keyed is None:
+            return None
+        secret, message = keyed
         # hex: a header value outside clients can print (kcat -J writes header values into its JSON)
-        message = signed_message(role, key, value, headers)
-        mac = hashlib.blake2b(message, key=self.key(society), digest_size=32)
-        return BLAKE2_PREFIX + mac.hexdigest().encode()
+        return BLAKE2_PREFIX + hashlib.blake2b(message, key=secret, digest_size=32).hexdigest().encode()
 
     def legacy_signature(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers = ()
     ) -> bytes | None:
         """The earlier form of the signature (hex of HMAC-SHA256 over the same bytes), still accepted."""
-        parts = topic_parts(topic)
-        if parts is None:
+        keyed = self._keyed_message(topic, key, value, headers)
+        if keyed is None:
             return None
-        society, role = parts
-        return (
-            hmac.digest(self.key(society), signed_message(role, key, value, headers), "sha256").hex().encode()
-        )
+        secret, message = keyed
+        return hmac.digest(secret, message, "sha256").hex().encode()
 
     def headers(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None = None

@@ -241,17 +241,17 @@ class Aggregator:
         always go back to the committed offset (the cleared partials are never taken); its table recovery
         after a restart can also wait for ever on changelogs it has read to the end (the agent never
         starts). The topic's end offset is asked of the broker, so both show."""
-        # a client of its own: Faust's consumer answers through its thread's queue, which a stuck
-        # recovery holds up too
-        if self.ends is None:
-            self.ends = LagReader(self.bootstrap, self.society, timeout=END_OFFSET_TIMEOUT_S)
         tp = TopicPartition(self.partials_tp.topic, 0)
         if not self.owns(tp):
             # another worker of the group holds the partials: its lag is not this one's (seen: with two
             # stream workers the one without the partition stopped as stalled after 60 s, a rebalance and
-            # rebuild of every partition in the middle of a replay)
+            # rebuild of every partition in the middle of a replay); nor does it need a client to ask
             self.lag_since = None
             return None
+        # a client of its own: Faust's consumer answers through its thread's queue, which a stuck
+        # recovery holds up too
+        if self.ends is None:
+            self.ends = LagReader(self.bootstrap, self.society, timeout=END_OFFSET_TIMEOUT_S)
         try:
             ends = await asyncio.wait_for(self.ends.highwaters([tp.topic]), END_OFFSET_TIMEOUT_S)
             end = ends.get(tp)
