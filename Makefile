@@ -78,19 +78,15 @@ demo-llm: $(STAMP) ## A society of 200 agents, 8 of them LLM agents on the local
 	  "SELECT model, count() AS calls, countIf(outcome != 'ok') AS failed_calls, sum(prompt_tokens) AS prompt, sum(completion_tokens) AS completion, round(quantile(0.5)(latency_ms)) AS p50_ms FROM model_calls WHERE society = 'demo_llm' GROUP BY model"
 	$(BIN)/society sql \
 	  "SELECT decision, count() AS calls, any(reason) AS a_reason FROM model_calls WHERE society = 'demo_llm' GROUP BY decision ORDER BY calls DESC"
-# The fault, fuzz and outside-client tests run on both local brokers: the whole suite on the default (Apache
-# Kafka), then these again on Tansu (their tests pinned to one broker run once, in the first pass).
-OTHER_BROKER_TESTS := tests/integration/test_faults.py tests/integration/test_fuzz.py tests/integration/test_outside_clients.py
-PINNED := --deselect tests/integration/test_faults.py::test_broker_sigkill_rebuilds_the_society_from_clickhouse_and_the_run_finishes_whole \
-  --deselect tests/integration/test_faults.py::test_a_killed_apache_kafka_is_restarted_on_its_log_and_the_run_finishes_whole
 
 test: $(STAMP) kafka browser kcat ## Run the whole test suite (unit + integration on the real brokers, chDB, Chromium, kcat)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=40
-	@echo "== the fault, fuzz and outside-client tests again, on the other local broker (SOCIETY_BROKER=tansu)"
-	SOCIETY_BROKER=tansu $(BIN)/python -m pytest -q -p no:cacheprovider $(PINNED) $(OTHER_BROKER_TESTS)
+	tests/suite.sh
 
 test-unit: $(STAMP) ## Unit tests only
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit
+
+test-integration: $(STAMP) kafka browser kcat ## Integration tests only (real brokers, chDB, Chromium, kcat), one at a time
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=40 tests/integration
 
 lint: $(STAMP) ## ruff, mypy --strict and the layer contracts (imports point down, no cycles)
 	$(BIN)/ruff check .
@@ -103,6 +99,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.dashboard
 	$(BIN)/python -m molt_society.bench.report
 	$(BIN)/python -m molt_society.bench.crawl_report
+	$(BIN)/python -m molt_society.bench.embeddings
 	$(BIN)/python -m molt_society.bench.archive
 	$(BIN)/python -m molt_society.bench.llm
 	$(BIN)/python -m molt_society.bench.llm_rate

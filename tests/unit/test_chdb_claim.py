@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,11 @@ def _claim_of(path: Path, pid: int) -> None:
 def fake_sink() -> Iterator[subprocess.Popen[bytes]]:
     """A live process whose command line names the sink module (what ``claimed_by`` recognises)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "molt_society.sinks"])
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    # until the child has exec'd, /proc shows the forking test's own command line
+    while b"molt_society.sinks" not in cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         yield proc
     finally:
