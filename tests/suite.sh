@@ -19,7 +19,7 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/molt-society-tests.XXXXXX")
 README_LOG="$OUT/readme.log"
 failed=()
 
-echo "== phase 1: the README test (log: $README_LOG) beside the unit tests, then the report on every sample"
+echo "$(date -u +%T) == phase 1: the README test (log: $README_LOG) beside the unit tests, then the report on every sample"
 "${PYTEST[@]}" --basetemp="$OUT/readme-tmp" --durations=10 tests/integration/test_readme.py \
   >"$README_LOG" 2>&1 &
 readme_pid=$!
@@ -28,16 +28,16 @@ readme_pid=$!
 "${PYTEST[@]}" --basetemp="$OUT/report-tmp" --durations=10 tests/integration/test_report.py ||
   failed+=("tests/integration/test_report.py")
 
-echo "== waiting for the README test"
+echo "$(date -u +%T) == waiting for the README test"
 wait "$readme_pid" || failed+=("tests/integration/test_readme.py")
 cat "$README_LOG"
 
-echo "== phase 2: the other integration tests, one at a time"
+echo "$(date -u +%T) == phase 2: the other integration tests, one at a time"
 "${PYTEST[@]}" --basetemp="$OUT/integration-tmp" --durations=40 tests/integration \
   --ignore=tests/integration/test_readme.py --ignore=tests/integration/test_report.py ||
   failed+=("the other integration tests")
 
-echo "== phase 3: the fuzz and outside-client tests and a killed stream worker again, on Tansu"
+echo "$(date -u +%T) == phase 3: the fuzz and outside-client tests and a killed stream worker again, on Tansu"
 SOCIETY_BROKER=tansu "${PYTEST[@]}" --basetemp="$OUT/tansu-tmp" \
   tests/integration/test_fuzz.py tests/integration/test_outside_clients.py \
   tests/integration/test_faults.py::test_stream_worker_sigkill_is_restarted_and_nothing_is_lost_or_duplicated ||
@@ -48,4 +48,4 @@ if ((${#failed[@]})); then
   exit 1
 fi
 rm -rf "$OUT"
-echo "== every phase passed"
+echo "$(date -u +%T) == every phase passed"
