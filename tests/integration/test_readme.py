@@ -22,7 +22,7 @@ import pytest
 
 from molt_society.schemas.experiment import load_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # make demo: 5-10 minutes
 
 REPO = Path(__file__).resolve().parents[2]
 KNOBS = {

@@ -38,6 +38,7 @@ from molt_society.schemas.ids import uuid7
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.timeout(1800),  # the module's reports: about 9 minutes alone, longer beside another lane
     pytest.mark.skipif(not DATA.is_dir(), reason=f"MoltBook samples not found at {DATA}"),
 ]
 T0 = datetime(2026, 2, 2, 8, 0, tzinfo=UTC)
