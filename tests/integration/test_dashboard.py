@@ -317,7 +317,12 @@ def test_dashboard_keeps_working_while_the_broker_is_unreachable(tmp_path: Path,
 
                 os.kill(own.pid, signal.SIGSTOP)  # the broker stops answering (nothing is lost)
                 try:
-                    page.wait_for_function("() => !document.querySelector('#banner').hidden", timeout=45_000)
+                    # the banner may already be up saying that nothing is stored: wait for the broker's line
+                    page.wait_for_function(
+                        "() => !document.querySelector('#banner').hidden"
+                        " && document.querySelector('#banner').textContent.includes('unreachable since')",
+                        timeout=45_000,
+                    )
                     banner = page.inner_text("#banner")
                     assert "unreachable since" in banner
                     assert own.bootstrap in banner
