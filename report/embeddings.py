@@ -23,8 +23,8 @@ from molt_society.report.source import Warehouse, quoted
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
 DIM = 384
 BATCH = 2_000  # texts fetched, encoded and stored per round
-# texts per forward pass: on 2 CPU cores 16 encodes 20-50% more texts/s than 64 (less padding, a working set
-# that stays in cache; BENCHMARKS.md, "Embeddings: batch size")
+# texts per forward pass: on 2 CPU cores 16 encodes about a quarter more texts/s than 64 (less padding, a
+# working set that stays in cache; BENCHMARKS.md, "Embeddings: batch size")
 ENCODE_BATCH = 16
 SINK_ROWS = 1000  # vectors per insert (through the sink: one request of about 8 MB of JSON)
 
