@@ -18,7 +18,7 @@ from pathlib import Path
 
 from molt_society.bench.machine import run_facts
 from molt_society.bench.markdown import markers, md_table, publish
-from molt_society.bench.report import SAMPLES
+from molt_society.bench.report import real_post_texts
 from molt_society.report.embeddings import ENCODE_BATCH, Encoder
 
 BEGIN, END = markers("embeddings")
@@ -27,17 +27,7 @@ SIZES = (8, 16, 32, 64)
 
 def post_texts(count: int) -> list[str]:
     """``count`` distinct real post texts (title and body), shuffled with seed 1."""
-    from molt_society.importers import import_path
-    from molt_society.schemas.events import PostCreated
-
-    path = SAMPLES / "observatory-export" / "public" / "data" / "all" / "posts_raw.json"
-    texts = sorted(
-        {
-            f"{e.body.title}\n{e.body.content}".strip()
-            for e in import_path(path, "s").events
-            if isinstance(e, PostCreated)
-        }
-    )
+    texts = sorted(set(real_post_texts()))
     random.Random(1).shuffle(texts)
     return texts[:count]
 

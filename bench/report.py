@@ -68,17 +68,23 @@ def _metric_rows(url: str, society: str) -> int:
     return int(query_http(url, f"SELECT count() FROM metrics WHERE society = '{society}'").rows[0][0])
 
 
-def sample_rate(enc: Encoder) -> dict[str, float]:
-    """Texts/s of the model on the real MoltBook post texts of the shared samples (no storage)."""
+def real_post_texts() -> list[str]:
+    """The post texts (title and body, as the report embeds them) of the shared observatory export, in the
+    file's order."""
     from molt_society.importers import import_path
     from molt_society.schemas.events import PostCreated
 
     path = SAMPLES / "observatory-export" / "public" / "data" / "all" / "posts_raw.json"
-    texts = [
+    return [
         f"{e.body.title}\n{e.body.content}".strip()
         for e in import_path(path, "s").events
         if isinstance(e, PostCreated)
-    ][:2000]
+    ]
+
+
+def sample_rate(enc: Encoder) -> dict[str, float]:
+    """Texts/s of the model on the real MoltBook post texts of the shared samples (no storage)."""
+    texts = real_post_texts()[:2000]
     enc.encode(texts[:50])  # load the model
     began = time.perf_counter()
     enc.encode(texts)
