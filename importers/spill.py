@@ -64,6 +64,21 @@ class SortedSpill:
         self._runs.append(path)
         self._buffer = []
 
+    def seal(self) -> list[Path]:
+        """Write what is buffered to a run and return the run files: another process can then read the
+        records in order (``SortedSpill.of_runs``). The files stay this spill's (``close`` removes them)."""
+        self._flush()
+        return list(self._runs)
+
+    @classmethod
+    def of_runs(cls, runs: list[Path], count: int) -> SortedSpill:
+        """A reader of the ``count`` records in another spill's sealed ``runs`` (``seal``); its ``close``
+        leaves the files to their owner."""
+        spill = cls()
+        spill._runs = list(runs)
+        spill._count = count
+        return spill
+
     def __iter__(self) -> Iterator[bytes]:
         """The payloads in key order (may be iterated more than once)."""
         if not self._runs:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
 from molt_society.runtime import kafka
 from molt_society.runtime.record_auth import RecordKeys
@@ -36,6 +35,17 @@ MARK_EVERY = 20_000
 stream worker a tick: a feed update per partition and the windows it closes; at 2,000 the replay of a
 1.3M-event archive spent 15% of its stream worker on marks (issue 30)."""
 PRODUCER = "replay"
+
+
+class Out(Protocol):
+    """Where a publication appends one partition's records: a producer batch (``BatchOut``), or the stream
+    worker's state machine itself (``society.replay_direct``)."""
+
+    futures: list[Any]
+
+    async def append(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 @dataclass
@@ -77,7 +87,11 @@ async def publish(
     producer = kafka.producer(bootstrap, "bulk", keys=keys, linger_ms=10)
     await producer.start()
     try:
-        run = _Publication(producer, society, partitions, int(window_seconds * 1_000_000), origin_us, handoff)
+        topic = topic_name(society, Role.ACTIONS)
+        # records go straight into per-partition batches, partitioned like the default partitioner
+        # (murmur2), so a fork's copied threads land where the live agents' later actions on them will
+        outs = [BatchOut(producer, topic, q) for q in range(partitions)]
+        run = Publication(outs, society, int(window_seconds * 1_000_000), origin_us, handoff)
         for ev in events:
             await run.send(ev, speed)
             if run.stats.events % 20_000 == 0:
@@ -93,30 +107,27 @@ async def publish(
         await producer.stop()
 
 
-class _Publication:
-    """One publication's producer batches, watermarks and counters (``publish``)."""
+class Publication:
+    """One publication's partitions, watermarks and counters (``publish``): which partition each event goes
+    to and which marks go before it. ``outs``: one ``Out`` per partition of the actions topic."""
 
     def __init__(
         self,
-        producer: AIOKafkaProducer,
+        outs: Sequence[Out],
         society: str,
-        partitions: int,
         window_us: int,
         origin_us: int | None,
         handoff: tuple[list[str], int, int] | None,
     ) -> None:
         self.society = society
-        self.partitions = partitions
+        self.outs = outs
+        self.partitions = len(outs)
         self.window_us = window_us
         self.origin = origin_us
         self.history_ticks = handoff is not None  # marks before a handoff carry tick -1
         self.stats = PublishStats()
         self.began = time.monotonic()
         self.pending: list[Awaitable[Any]] = []
-        # records go straight into per-partition batches, partitioned like the default partitioner
-        # (murmur2), so a fork's copied threads land where the live agents' later actions on them will
-        topic = topic_name(society, Role.ACTIONS)
-        self.outs = [BatchOut(producer, topic, q) for q in range(partitions)]
         self.tick = 0
         self.since_mark = 0
         self.current_window: int | None = None

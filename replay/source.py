@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,9 +58,11 @@ class SortedEvents:
     spill: SortedSpill
     lo: int | None = None
     hi: int | None = None
-    count: int = field(init=False)
+    count: int = -1  # known already (a reader of another process's spill); else counted
 
     def __post_init__(self) -> None:
+        if self.count >= 0:
+            return
         if self.lo is None and self.hi is None:
             self.count = len(self.spill)
         else:

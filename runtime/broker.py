@@ -84,6 +84,16 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
+def die_with_parent(parent: int) -> None:
+    """Called first in a child process of ``parent`` (a ``multiprocessing`` child: it has no
+    ``preexec_fn``): the kernel SIGKILLs it when the parent dies (Linux), and it stops at once if the parent
+    is already gone. Elsewhere nothing."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def child_preexec(nice: int = 0, die_with_parent: bool = True) -> Callable[[], None] | None:
     """A ``preexec_fn`` for the stack's child processes: niceness, and (Linux) SIGTERM when the parent dies.
 

@@ -163,6 +163,31 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="failing inserts for this long make the sink exit (and be restarted)"
     )
 
+    # --- replay -------------------------------------------------------------------------------
+    replay_direct_above: int = Field(
+        default=500_000,
+        ge=0,
+        description=(
+            "`society replay --through auto` replays a history of more events than this straight into "
+            "ClickHouse through the stream workers' state machines (society.replay_direct), a smaller "
+            "one through the stack"
+        ),
+    )
+
+    replay_direct_batch: int = Field(
+        default=50_000,
+        ge=1,
+        description="records per insert of a direct replay (as sink_batch_rows); progress is said as often",
+    )
+    replay_direct_processes: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "state processes of a direct replay, each with its share of the partitions (its share of the "
+            "state's memory and of the work); one more process inserts"
+        ),
+    )
+
     # --- topic trimming (society.trim) --------------------------------------------------------
     trim: bool | None = Field(
         default=None,

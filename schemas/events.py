@@ -418,15 +418,17 @@ def partition_key(event: Event) -> str:
 
 
 def partition_key_of(doc: dict[str, object]) -> str:
-    """``partition_key`` of an event in wire form (a dict), without building the model."""
+    """``partition_key`` of an event in wire form (a dict), without building the model. Total: a record
+    that is no valid event still gets a key (its thread's, else its actor's), so that it reaches the stream
+    worker, which dead-letters it with the reason."""
     body = doc.get("body")
     etype = doc.get("type")
     if isinstance(body, dict):
-        if etype in THREAD_TYPES:
+        if etype in THREAD_TYPES and "post_id" in body:
             return str(body["post_id"])
-        if etype == "submolt_created":
+        if etype == "submolt_created" and "submolt" in body:
             return f"submolt:{body['submolt']}"
-    return f"agent:{doc['actor']}"
+    return f"agent:{doc.get('actor')}"
 
 
 def format_time(value: datetime) -> str:

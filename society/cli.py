@@ -462,21 +462,44 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
 @click.option(
     "--dashboard/--no-dashboard", default=True, show_default=True, help="serve the live web dashboard"
 )
+@click.option(
+    "--through",
+    type=click.Choice(["auto", "stack", "direct"]),
+    default="auto",
+    show_default=True,
+    help="stack: through the broker, stream workers and sink; direct: straight into ClickHouse through the "
+    "stream workers' state machines, no broker (same stored events and metrics); auto: direct for more "
+    "than SOCIETY_REPLAY_DIRECT_ABOVE events unless --speed or --dashboard is given",
+)
+@click.pass_context
 def replay(
-    source: Path, name: str | None, speed: str, since: str | None, until: str | None, dashboard: bool
+    ctx: click.Context,
+    source: Path,
+    name: str | None,
+    speed: str,
+    since: str | None,
+    until: str | None,
+    dashboard: bool,
+    through: str,
 ) -> None:
-    """Replay an archive or a MoltBook dump through the stream processors and the sink."""
+    """Replay an archive or a MoltBook dump through the stream processors into ClickHouse."""
     from molt_society.replay.archive import ArchiveError, is_archive
     from molt_society.replay.source import archive_header, load_source
+    from molt_society.society.replay_direct import DirectReplayError, replay_direct
     from molt_society.society.replay_run import replay_loading
 
     s = get_settings()
     factor = _parse_speed(speed)
     lo, hi = _parse_time(since), _parse_time(until)
     society = name or f"replay_{datetime.now(UTC):%Y%m%d_%H%M%S}"
+    given = click.core.ParameterSource.COMMANDLINE
+    live = factor is not None or (dashboard and ctx.get_parameter_source("dashboard") == given)
+    if through == "direct" and factor is not None:
+        raise click.UsageError("--speed paces a replay through the stack; --through direct runs at full pace")
+    direct = False
     with contextlib.ExitStack() as held:
 
-        def load() -> Source:  # while the stack starts
+        def load() -> Source:  # while the stack starts, when it goes through the stack
             src = held.enter_context(load_source(source, since=lo, until=hi))
             _import_summary(s, src, society)
             if not src.events:
@@ -484,22 +507,53 @@ def replay(
             return src
 
         try:
-            stats = replay_loading(
-                s,
-                archive_header(source),
-                load,
-                society=society,
-                speed=factor,
-                console=console,
-                dashboard=dashboard,
-                source_name=source.name,
-                early=not is_archive(source),  # an archive is read in seconds; a dump is imported
-            )
-        except ArchiveError as exc:
+            if through == "stack":
+                stats = replay_loading(
+                    s,
+                    archive_header(source),
+                    load,
+                    society=society,
+                    speed=factor,
+                    console=console,
+                    dashboard=dashboard,
+                    source_name=source.name,
+                    early=not is_archive(source),  # an archive is read in seconds; a dump is imported
+                )
+            else:
+                src = load()
+                n = len(src.events)
+                if through == "auto" and (live or n <= s.replay_direct_above):
+                    stats = replay_loading(
+                        s,
+                        src.header,
+                        lambda: src,
+                        society=society,
+                        speed=factor,
+                        console=console,
+                        dashboard=dashboard,
+                        source_name=source.name,
+                    )
+                else:
+                    direct = True
+                    if through == "auto":
+                        console.print(
+                            f"{n:,} events: replayed straight into ClickHouse through the stream workers' "
+                            "state machines (more than SOCIETY_REPLAY_DIRECT_ABOVE="
+                            f"{s.replay_direct_above:,}; --through stack goes through the broker)",
+                            highlight=False,
+                        )
+                    if dashboard:
+                        console.print(
+                            "a direct replay has no live dashboard; once it is stored: "
+                            f"society dashboard --society {society}",
+                            highlight=False,
+                        )
+                    stats = replay_direct(s, src, society=society, console=console, source_name=source.name)
+        except (ArchiveError, DirectReplayError) as exc:
             raise click.ClickException(str(exc)) from None
     console.print(
         f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
-        f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s published)"
+        f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s {'stored' if direct else 'published'})"
     )
 
 

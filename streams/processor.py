@@ -137,6 +137,22 @@ def mark_events_offset(headers: Any) -> int:
     raise ValueError("marks record without a society-events-offset header")
 
 
+def state_config(settings: Settings, society: str, event_ids: EventIds) -> dict[str, Any]:
+    """The keyword arguments of a stream worker's ``PartitionState``s (``event_ids``: the accepted event ids
+    of every partition it owns); ``society.replay_direct`` builds its states with the same."""
+    return {
+        "window_us": int(settings.window_seconds * 1_000_000),
+        "feed_size": settings.feed_size,
+        "max_event_bytes": min(settings.max_event_bytes, MAX_EVENT_BYTES),
+        "max_future_us": int(settings.max_future_skew_s * 1_000_000),
+        "thread_ttl_us": int(settings.thread_ttl_seconds * 1_000_000),
+        "society": society,
+        "check_keys": True,
+        "registered": control.registered_producers(settings.shards),
+        "event_ids": event_ids,
+    }
+
+
 class ActionProcessor:
     """See module docstring."""
 
@@ -161,7 +177,6 @@ class ActionProcessor:
         self.snapshot_seconds: dict[int, float] = {}  # how long each partition's last snapshot took
         self.snapshots = 0
         self.event_ids = EventIds()  # every accepted event id of the partitions this worker owns
-        self.registered = control.registered_producers(settings.shards)
         self.failure: Exception | None = None
         self.pending: asyncio.Queue[_Sent] = asyncio.Queue(maxsize=PENDING_BATCHES)
         self.completer: asyncio.Task[None] | None = None
@@ -174,18 +189,7 @@ class ActionProcessor:
 
     def _state_config(self) -> dict[str, Any]:
         """The keyword arguments of this worker's ``PartitionState``s."""
-        s = self.settings
-        return {
-            "window_us": int(s.window_seconds * 1_000_000),
-            "feed_size": s.feed_size,
-            "max_event_bytes": min(s.max_event_bytes, MAX_EVENT_BYTES),
-            "max_future_us": int(s.max_future_skew_s * 1_000_000),
-            "thread_ttl_us": int(s.thread_ttl_seconds * 1_000_000),
-            "society": self.society,
-            "check_keys": True,
-            "registered": self.registered,
-            "event_ids": self.event_ids,
-        }
+        return state_config(self.settings, self.society, self.event_ids)
 
     def _new_state(self, partition: int) -> PartitionState:
         return PartitionState(partition, self.partitions, **self._state_config())
@@ -572,26 +576,33 @@ class ActionProcessor:
         return True
 
     async def _dead_letter(self, rec: Any, reason: str, code: str) -> Awaitable[Any]:
-        """Send a rejected record to the dead-letter topic: at most ``DLQ_MAX_VALUE_BYTES`` of its value."""
+        """Send a rejected record to the dead-letter topic (``dead_letter``)."""
         assert self.producer is not None
-        value: bytes = rec.value if rec.value is not None else b""
-        size = len(value)
-        truncated = size > DLQ_MAX_VALUE_BYTES
-        text = reason if len(reason) <= MAX_REASON_CHARS * 2 else f"{reason[: MAX_REASON_CHARS * 2]}..."
-        if truncated:
-            value = value[:DLQ_MAX_VALUE_BYTES]
-            text = f"{text}; the dead letter keeps its first {DLQ_MAX_VALUE_BYTES:,} of {size:,} bytes"
-        key = rec.key[:DLQ_MAX_KEY_BYTES] if rec.key is not None else None
-        headers = [
-            (DLQ_REASON, text.encode("utf-8", "backslashreplace")),
-            (DLQ_CODE, code.encode()),
-            (DLQ_TOPIC, rec.topic.encode()),
-            (DLQ_PARTITION, str(rec.partition).encode()),
-            (DLQ_OFFSET, str(rec.offset).encode()),
-            (DLQ_KEY, key or b""),
-            (DLQ_ORIGINAL_BYTES, str(size).encode()),
-            (DLQ_TRUNCATED, b"true" if truncated else b"false"),
-        ]
-        log.warning("action.rejected", code=code, reason=text, partition=rec.partition, offset=rec.offset)
+        key, value, headers = dead_letter(rec, reason, code)
         fut: Awaitable[Any] = await self.producer.send(self.t_dlq, value, key=key, headers=headers)
         return fut
+
+
+def dead_letter(rec: Any, reason: str, code: str) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    """The dead letter of a rejected record (key, value, headers), logged: at most ``DLQ_MAX_VALUE_BYTES``
+    of its value, the reason, code and origin (topic, partition, offset) in headers."""
+    value: bytes = rec.value if rec.value is not None else b""
+    size = len(value)
+    truncated = size > DLQ_MAX_VALUE_BYTES
+    text = reason if len(reason) <= MAX_REASON_CHARS * 2 else f"{reason[: MAX_REASON_CHARS * 2]}..."
+    if truncated:
+        value = value[:DLQ_MAX_VALUE_BYTES]
+        text = f"{text}; the dead letter keeps its first {DLQ_MAX_VALUE_BYTES:,} of {size:,} bytes"
+    key = rec.key[:DLQ_MAX_KEY_BYTES] if rec.key is not None else None
+    headers = [
+        (DLQ_REASON, text.encode("utf-8", "backslashreplace")),
+        (DLQ_CODE, code.encode()),
+        (DLQ_TOPIC, rec.topic.encode()),
+        (DLQ_PARTITION, str(rec.partition).encode()),
+        (DLQ_OFFSET, str(rec.offset).encode()),
+        (DLQ_KEY, key or b""),
+        (DLQ_ORIGINAL_BYTES, str(size).encode()),
+        (DLQ_TRUNCATED, b"true" if truncated else b"false"),
+    ]
+    log.warning("action.rejected", code=code, reason=text, partition=rec.partition, offset=rec.offset)
+    return key, value, headers

@@ -1,0 +1,181 @@
+"""A direct replay (``society replay --through direct``: the stream workers' state machines straight into
+ClickHouse, no broker) stores what a replay through the real stack stores: the same events with the same
+Kafka coordinates, the same metrics, the same dead letters; and a direct replay killed part way and run
+again stores each row once.
+
+The history: a generated MoltBook archive (observatory SQLite, 1,500 posts) imported, written as the
+project's own JSON Lines archive with three bad records added (an event whose body fails validation, a
+comment on a post that does not exist, a conflicting reuse of an event id), so that dead letters are
+compared too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from stack_helpers import make_settings
+
+from molt_society.bench.archive_gen import generate
+from molt_society.replay.archive import ArchiveHeader
+from molt_society.replay.progress import read_progress
+from molt_society.replay.source import load_source
+from molt_society.runtime.settings import Settings
+from molt_society.society.replay_direct import replay_direct
+from molt_society.society.replay_run import replay_source
+from molt_society.warehouse.reader import open_reader
+
+pytestmark = pytest.mark.integration
+
+EVENT_COLUMNS = (
+    "toString(event_id), type, schema_version, actor, occurred_at, causation_id, post_id, comment_id, "
+    "parent_id, submolt, depth, target_type, target_id, vote, title, content, body, _partition, _offset"
+)
+METRIC_COLUMNS = "metric, window_start, window_end, dim, value, _partition, _offset"
+DEAD_COLUMNS = "code, reason, origin_topic, origin_partition, origin_offset, key, value"
+
+
+def _bad_records(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    post = next(d for d in docs if d["type"] == "post_created")
+    comment = next(d for d in docs if d["type"] == "comment_created")
+    at = comment["occurred_at"]
+    invalid = {**post, "event_id": "0f5a3d2e-0000-4000-8000-000000000001", "body": {"title": 3}}
+    orphan = {
+        **comment,
+        "event_id": "0f5a3d2e-0000-4000-8000-000000000003",
+        "body": {**comment["body"], "post_id": "no-such-post", "comment_id": "c-orphan", "parent_id": None},
+        "occurred_at": at,
+    }
+    conflict = {**post, "body": {**post["body"], "title": "another title"}}
+    return [invalid, orphan, conflict]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("history")
+    generate(folder, 1_500, 5, ["observatory-sqlite"])
+    with load_source(folder / "observatory.sqlite") as source:
+        docs = list(source.events)
+    path = folder / "history.jsonl.gz"
+    bad = _bad_records(docs)
+    header = ArchiveHeader(society="generated", events=len(docs) + len(bad), window_seconds=3600.0)
+    with gzip.open(path, "wb") as f:
+        f.write(orjson.dumps({"archive": asdict(header)}) + b"\n")
+        for doc in [*docs, *bad]:
+            f.write(orjson.dumps(doc) + b"\n")
+    return path
+
+
+def _stored(settings: Settings, society: str) -> dict[str, Any]:
+    reader = open_reader(settings, society)
+    try:
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in reader.query(sql.format(society=society)).rows]
+
+        return {
+            "events": rows(
+                f"SELECT {EVENT_COLUMNS} FROM events FINAL WHERE society = '{{society}}' ORDER BY 1"
+            ),
+            "metrics": rows(
+                f"SELECT {METRIC_COLUMNS} FROM metrics FINAL WHERE society = '{{society}}' "
+                "ORDER BY metric, window_start, dim"
+            ),
+            "dead": rows(
+                f"SELECT {DEAD_COLUMNS} FROM dead_letters FINAL WHERE society = '{{society}}' "
+                "ORDER BY origin_partition, origin_offset, code"
+            ),
+            "rows": rows(
+                "SELECT (SELECT count() FROM events WHERE society = '{society}'), "
+                "(SELECT count() FROM metrics WHERE society = '{society}'), "
+                "(SELECT count() FROM dead_letters WHERE society = '{society}')"
+            )[0],
+        }
+    finally:
+        reader.close()
+
+
+def _same_but_the_name(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str) -> None:
+    assert a["events"] == b["events"]
+    assert a["metrics"] == b["metrics"]
+
+    def named(v: Any, old: str, new: str) -> str:  # the topics and the re-addressed record name it
+        return str(v).replace(f"society.{old}.", f"society.{new}.").replace(f'"society":"{old}"', new)
+
+    assert [tuple(named(v, a_name, "X") for v in r) for r in a["dead"]] == [
+        tuple(named(v, b_name, "X") for v in r) for r in b["dead"]
+    ]
+
+
+@pytest.fixture(scope="module")
+def both(
+    broker: str, tmp_path_factory: pytest.TempPathFactory, history: Path
+) -> tuple[Settings, dict[str, Any]]:
+    """The history replayed through the stack (society ``via_stack``) and directly (``via_direct``), one
+    store; what each stored."""
+    tmp = tmp_path_factory.mktemp("both")
+    settings = make_settings(broker, tmp, window_seconds=3600.0)
+    with load_source(history) as source:
+        stack_stats = replay_source(settings, source, society="via_stack", speed=None)
+    with load_source(history) as source:
+        direct_stats = replay_direct(settings, source, society="via_direct")
+    assert (direct_stats.events, direct_stats.marks) == (stack_stats.events, stack_stats.marks)
+    return settings, {name: _stored(settings, name) for name in ("via_stack", "via_direct")}
+
+
+def test_a_direct_replay_stores_what_the_stack_stores(both: tuple[Settings, dict[str, Any]]) -> None:
+    _, stored = both
+    stack, direct = stored["via_stack"], stored["via_direct"]
+    assert len(stack["events"]) > 5_000
+    assert len(stack["metrics"]) > 1_000
+    codes = sorted(r[0] for r in stack["dead"])
+    assert len(codes) == 3, codes  # the three bad records, and nothing else
+    _same_but_the_name(stack, direct, "via_stack", "via_direct")
+    # every row once, not only under FINAL (the direct replay's batches are whole inserts)
+    assert direct["rows"] == (len(direct["events"]), len(direct["metrics"]), len(direct["dead"]))
+
+
+def test_a_killed_direct_replay_run_again_stores_each_row_once(
+    both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path
+) -> None:
+    settings, stored = both
+    env = {
+        **os.environ,
+        "CLICKHOUSE_URL": settings.clickhouse_url,
+        "SOCIETY_STATE_DIR": str(settings.state_dir),
+        "SOCIETY_PARTITIONS": str(settings.partitions),
+        "SOCIETY_SHARDS": str(settings.shards),
+        "SOCIETY_WINDOW_SECONDS": "3600",
+        "SOCIETY_REPLAY_DIRECT_BATCH": "500",  # many inserts, so that the kill falls between two
+    }
+    env.pop("KAFKA_BOOTSTRAP", None)
+    cmd = [sys.executable, "-m", "molt_society.society.cli", "replay", str(history), "--society", "killed"]
+    cmd += ["--through", "direct", "--no-dashboard"]
+    first = subprocess.Popen(
+        cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and first.poll() is None:
+        progress = read_progress(settings.state_dir, "killed") or {}
+        if progress.get("published", 0) >= 2_000:
+            break
+        time.sleep(0.05)
+    assert first.poll() is None, "the replay ended before it could be killed"
+    os.killpg(first.pid, signal.SIGKILL)  # the command and its processes, at once
+    first.wait(30)
+    before = _stored(settings, "killed")
+    assert len(before["events"]) < len(stored["via_direct"]["events"])  # it was cut short
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    killed = _stored(settings, "killed")
+    _same_but_the_name(stored["via_direct"], killed, "via_direct", "killed")
+    assert killed["rows"] == (len(killed["events"]), len(killed["metrics"]), len(killed["dead"]))
