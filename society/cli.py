@@ -21,6 +21,7 @@ from molt_society.society import stored
 from molt_society.society.progress_lines import status as progress_status
 
 if TYPE_CHECKING:
+    from molt_society.replay.publisher import PublishStats
     from molt_society.replay.source import Source
 
 console = Console()
@@ -485,7 +486,7 @@ def replay(
     """Replay an archive or a MoltBook dump through the stream processors into ClickHouse."""
     from molt_society.replay.archive import ArchiveError, is_archive
     from molt_society.replay.source import archive_header, load_source
-    from molt_society.society.replay_direct import DirectReplayError, replay_direct
+    from molt_society.society.replay_direct import DirectReplayError
     from molt_society.society.replay_run import replay_loading
 
     s = get_settings()
@@ -520,41 +521,58 @@ def replay(
                     early=not is_archive(source),  # an archive is read in seconds; a dump is imported
                 )
             else:
-                src = load()
-                n = len(src.events)
-                if through == "auto" and (live or n <= s.replay_direct_above):
-                    stats = replay_loading(
-                        s,
-                        src.header,
-                        lambda: src,
-                        society=society,
-                        speed=factor,
-                        console=console,
-                        dashboard=dashboard,
-                        source_name=source.name,
-                    )
-                else:
-                    direct = True
-                    if through == "auto":
-                        console.print(
-                            f"{n:,} events: replayed straight into ClickHouse through the stream workers' "
-                            "state machines (more than SOCIETY_REPLAY_DIRECT_ABOVE="
-                            f"{s.replay_direct_above:,}; --through stack goes through the broker)",
-                            highlight=False,
-                        )
-                    if dashboard:
-                        console.print(
-                            "a direct replay has no live dashboard; once it is stored: "
-                            f"society dashboard --society {society}",
-                            highlight=False,
-                        )
-                    stats = replay_direct(s, src, society=society, console=console, source_name=source.name)
+                stats, direct = _replay_loaded(
+                    s, load(), society, through, live, factor, dashboard, source.name
+                )
         except (ArchiveError, DirectReplayError) as exc:
             raise click.ClickException(str(exc)) from None
     console.print(
         f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "
         f"({stats.events / max(stats.seconds, 1e-6):,.0f} events/s {'stored' if direct else 'published'})"
     )
+
+
+def _replay_loaded(
+    s: Settings,
+    src: Source,
+    society: str,
+    through: str,
+    live: bool,
+    factor: float | None,
+    dashboard: bool,
+    source_name: str,
+) -> tuple[PublishStats, bool]:
+    """Replay a loaded history through the stack or directly (``--through``); (what went through, direct)."""
+    from molt_society.society.replay_direct import replay_direct
+    from molt_society.society.replay_run import replay_loading
+
+    n = len(src.events)
+    if through == "auto" and (live or n <= s.replay_direct_above):
+        stats = replay_loading(
+            s,
+            src.header,
+            lambda: src,
+            society=society,
+            speed=factor,
+            console=console,
+            dashboard=dashboard,
+            source_name=source_name,
+        )
+        return stats, False
+    if through == "auto":
+        console.print(
+            f"{n:,} events: replayed straight into ClickHouse through the stream workers' state machines "
+            f"(more than SOCIETY_REPLAY_DIRECT_ABOVE={s.replay_direct_above:,}; --through stack goes "
+            "through the broker)",
+            highlight=False,
+        )
+    if dashboard:
+        console.print(
+            "a direct replay has no live dashboard; once it is stored: "
+            f"society dashboard --society {society}",
+            highlight=False,
+        )
+    return replay_direct(s, src, society=society, console=console, source_name=source_name), True
 
 
 def _import_summary(s: Settings, src: Source, society: str) -> None:

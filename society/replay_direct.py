@@ -37,6 +37,7 @@ meanwhile. No topic is written: a society replayed this way has its record in Cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import struct
@@ -111,6 +112,10 @@ class Job:
     last_window_us: int | None
     owned: tuple[int, ...] = ()  # the partitions this state process owns
 
+    @property
+    def partitions(self) -> int:
+        return self.settings.partitions
+
 
 # --------------------------------------------------------------------------------- the state processes
 class _Skip:
@@ -177,11 +182,18 @@ class _StateOut:
         return None
 
 
+def _name_process(name: str) -> None:
+    """The process's name as ``ps`` and ``top`` show it (Linux; at most 15 characters)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(name[:15])
+
+
 def state_main(parent: int, records: Connection, control_: Connection, job: Job) -> None:
     """A state process: the job's events through the publication and its partitions' state machines; its
     records to ``records`` (the insert process), then ``("end", stats)`` there; progress, then
     ``("done", stats)`` (or ``("failed", message)``) to ``control_`` (this process's parent)."""
     die_with_parent(parent)
+    _name_process("society-state")
     try:
         stats = asyncio.run(_states(records, control_, job))
         records.send(("end", stats))
@@ -360,6 +372,7 @@ def insert_main(
     (or ``("failed", message)``). One thread per state process receives while the main thread inserts, so
     a state process does not wait on an insert (at most ``QUEUED`` messages wait here)."""
     die_with_parent(parent)
+    _name_process("society-insert")
     inserts = _Inserts(settings, society)
     queue: Queue[Any] = Queue(maxsize=QUEUED)
 
@@ -440,36 +453,16 @@ def replay_direct(
 ) -> PublishStats:
     """Replay ``source`` into ``society``'s tables without the broker (see module docstring); returns what
     went through (as ``replay.publisher.publish`` would have published it)."""
-    console = console or Console()
-    header = source.header
-    window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
-    settings = settings.model_copy(update={"window_seconds": window_seconds})
-    events = source.events
-    job = Job(
-        settings=settings,
-        society=society,
-        runs=events.spill.seal(),
-        count=len(events),
-        lo=events.lo,
-        hi=events.hi,
-        window_us=int(window_seconds * 1_000_000),
-        origin_us=header.origin_us if header else None,
-        last_window_us=header.last_window_us if header else None,
-    )
+    job = _job(settings, source, society)
+    settings = job.settings
     n = max(1, min(settings.replay_direct_processes, settings.partitions))
     ctx = multiprocessing.get_context("spawn")  # each its own memory, not a copy of the importer's
     feeds = [ctx.Pipe(duplex=False) for _ in range(n)]  # state process k -> the insert process
     controls = [ctx.Pipe(duplex=False) for _ in range(n + 1)]  # each process -> this one
     ends: list[Any] = [end for pair in feeds + controls for end in pair]
     me = os.getpid()
-
-    def owned(k: int) -> tuple[int, ...]:
-        return tuple(range(k, settings.partitions, n))
-
     inserter = ctx.Process(
-        target=insert_main,
-        args=(me, [r for r, _ in feeds], controls[n][1], settings, society),
-        name="insert",
+        target=insert_main, args=(me, [r for r, _ in feeds], controls[n][1], settings, society), name="insert"
     )
     states = [
         ctx.Process(
@@ -484,33 +477,42 @@ def replay_direct(
         )
         for k in range(n)
     ]
-    procs = [inserter, *states]
     try:
         inserter.start()
         # the store first: a store held by a running stack fails here, before the events are read
         _expect_opened(controls[n][0], inserter)
         for proc in states:
             proc.start()
-        for r, w in feeds:
-            r.close()
-            w.close()
-        for _, w in controls:
-            w.close()
-        log.info("replay.direct_started", society=society, events=job.count, pids=[p.pid for p in procs])
-        return _watch(
-            {controls[k][0]: proc for k, proc in enumerate(procs[1:])} | {controls[n][0]: inserter},
-            job,
-            console,
-            source_name,
-        )
+        for end in [*(e for pair in feeds for e in pair), *(w for _, w in controls)]:
+            end.close()  # theirs now: an end left open here would hide a process's exit
+        log.info("replay.direct_started", society=society, events=job.count, pids=[inserter.pid])
+        watched = {controls[k][0]: proc for k, proc in enumerate(states)} | {controls[n][0]: inserter}
+        return _watch(watched, job, console or Console(), source_name)
     finally:
-        for proc in procs:
+        for proc in [inserter, *states]:
             if proc.is_alive():
                 proc.terminate()
             if proc.pid is not None:
                 proc.join(10)
         for end in ends:
             end.close()
+
+
+def _job(settings: Settings, source: Source, society: str) -> Job:
+    header = source.header
+    window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
+    events = source.events
+    return Job(
+        settings=settings.model_copy(update={"window_seconds": window_seconds}),
+        society=society,
+        runs=events.spill.seal(),
+        count=len(events),
+        lo=events.lo,
+        hi=events.hi,
+        window_us=int(window_seconds * 1_000_000),
+        origin_us=header.origin_us if header else None,
+        last_window_us=header.last_window_us if header else None,
+    )
 
 
 def _expect_opened(conn: Connection, proc: Any) -> None:
@@ -524,6 +526,55 @@ def _expect_opened(conn: Connection, proc: Any) -> None:
         raise DirectReplayError(str(msg[1]))
 
 
+def _check_alive(conns: dict[Connection, Any], heard: float) -> None:
+    """Raise when a watched process has died, or when none said anything for ``STALL_S``."""
+    for proc in conns.values():
+        if not proc.is_alive():
+            raise DirectReplayError(
+                f"the {proc.name} process ended (exit code {proc.exitcode}) before it had finished. Run "
+                "the same command again: what is stored is stored once."
+            )
+    if time.monotonic() - heard > STALL_S:
+        log.error("replay.direct_stalled", silent_s=round(time.monotonic() - heard))
+        raise DirectReplayError(
+            f"the direct replay made no progress for {STALL_S:.0f} s and was stopped. Run the same command "
+            "again: what is stored is stored once."
+        )
+
+
+class _Shown:
+    """The progress of a direct replay: a bar (or a line every 5 s in a log) and the progress file, at the
+    pace of the slowest state process."""
+
+    def __init__(self, job: Job, console: Console, source_name: str | None, states: int) -> None:
+        self.total, self.console, self.states = job.count, console, states
+        self.bar = Progress(
+            TextColumn("[bold]replay[/bold] (direct)"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} events"),
+            TextColumn("{task.fields[rate]:,.0f} events/s"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.task = self.bar.add_task("replay", total=self.total, rate=0.0)
+        self.file = ProgressFile(progress_path(job.settings.state_dir, job.society), self.total, source_name)
+        self.began = time.monotonic()
+        self.every = Throttle(5.0)
+        self.done: dict[Connection, int] = {}  # events each state process has been through
+
+    def update(self, conn: Connection, events: int) -> None:
+        self.done[conn] = events
+        least = min(self.done.values()) if len(self.done) == self.states else 0
+        rate = least / max(time.monotonic() - self.began, 1e-6)
+        self.bar.update(self.task, completed=least, rate=rate)
+        self.file.update(least, rate)
+        if not self.console.is_terminal and self.every.due():
+            self.console.print(
+                f"replay {least:,}/{self.total:,} events, {rate:,.0f} events/s", highlight=False
+            )
+
+
 def _watch(
     conns: dict[Connection, Any],
     job: Job,
@@ -532,47 +583,18 @@ def _watch(
 ) -> PublishStats:
     """Progress and the end of every process (``conns``: the control end of each); a process that dies or
     goes silent ends the replay."""
-    total = job.count
-    progress = Progress(
-        TextColumn("[bold]replay[/bold] (direct)"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} events"),
-        TextColumn("{task.fields[rate]:,.0f} events/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-    progress_file = ProgressFile(progress_path(job.settings.state_dir, job.society), total, source_name)
-    began = time.monotonic()
-    heard = began
-    every = Throttle(5.0)
+    states = len(conns) - 1
+    shown = _Shown(job, console, source_name, states)
+    heard = time.monotonic()
     stats: PublishStats | None = None
     stored: tuple[int, int] | None = None
-    states = len(conns) - 1
-    done: dict[Connection, int] = {}  # events each state process has been through
     finished = 0
-    with progress:
-        task = progress.add_task("replay", total=total, rate=0.0)
+    with shown.bar:
         while finished < states or stored is None:
-            ready = wait(list(conns), timeout=1.0)
+            ready = [end for end in wait(list(conns), timeout=1.0) if isinstance(end, Connection)]
             if not ready:
-                for proc in conns.values():
-                    if not proc.is_alive():
-                        raise DirectReplayError(
-                            f"the {proc.name} process ended (exit code {proc.exitcode}) before it had "
-                            "finished. Run the same command again: what is stored is stored once."
-                        )
-                if time.monotonic() - heard > STALL_S:
-                    log.error("replay.direct_stalled", silent_s=round(time.monotonic() - heard))
-                    raise DirectReplayError(
-                        f"the direct replay made no progress for {STALL_S:.0f} s and was stopped. Run the "
-                        "same command again: what is stored is stored once."
-                    )
-                continue
-            for end in ready:
-                conn = end if isinstance(end, Connection) else None
-                if conn is None:
-                    continue
+                _check_alive(conns, heard)
+            for conn in ready:
                 try:
                     msg = conn.recv()
                 except EOFError:
@@ -583,14 +605,7 @@ def _watch(
                 heard = time.monotonic()
                 kind = msg[0]
                 if kind == "progress":
-                    done[conn] = msg[1]
-                    least = min(done.values()) if len(done) == states else 0
-                    rate = least / max(time.monotonic() - began, 1e-6)
-                    progress.update(task, completed=least, rate=rate)
-                    progress_file.update(least, rate)
-                    if not console.is_terminal and every.due():
-                        line = f"replay {least:,}/{total:,} events, {rate:,.0f} events/s"
-                        console.print(line, highlight=False)
+                    shown.update(conn, msg[1])
                 elif kind == "done":
                     stats = msg[1]
                     finished += 1
@@ -600,9 +615,8 @@ def _watch(
                     raise DirectReplayError(f"the direct replay failed in {msg[1]}")
     assert stats is not None
     assert stored is not None
-    stats.seconds = time.monotonic() - began
-    rate = stats.events / max(stats.seconds, 1e-6)
-    progress_file.update(stats.events, rate, done=True)
+    stats.seconds = time.monotonic() - shown.began
+    shown.file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
     log.info(
         "replay.direct_done",
         society=job.society,

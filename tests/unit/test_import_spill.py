@@ -34,3 +34,22 @@ def test_a_payload_is_kept_byte_for_byte(tmp_path: Path) -> None:
         for i, b in enumerate(blobs):
             spill.add(len(blobs) - i, b"", b)
         assert list(spill) == list(reversed(blobs))
+
+
+@pytest.mark.parametrize("run_size", [3, 1_000])
+def test_a_sealed_spill_reads_the_same_from_its_run_files(tmp_path: Path, run_size: int) -> None:
+    rng = random.Random(5)
+    items = [(rng.randrange(50), rng.randbytes(4), rng.randbytes(rng.randrange(30))) for _ in range(200)]
+    spill = SortedSpill(run_size=run_size, folder=tmp_path)
+    for us, tie, payload in items:
+        spill.add(us, tie, payload)
+    expected = list(spill)
+    runs = spill.seal()
+    reader = SortedSpill.of_runs(runs, len(spill))
+    assert len(reader) == 200
+    assert list(reader) == expected
+    reader.close()  # the reader's close leaves the owner's files
+    assert all(p.exists() for p in runs)
+    assert list(spill) == expected
+    spill.close()
+    assert not any(p.exists() for p in runs)

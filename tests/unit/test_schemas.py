@@ -47,6 +47,7 @@ from molt_society.schemas.events import (
     VoteTallied,
     VoteTalliedBody,
     partition_key,
+    partition_key_of,
 )
 from molt_society.schemas.ids import uuid7, uuid7_time_ms
 from molt_society.schemas.json_schema import event_json_schema
@@ -1001,3 +1002,10 @@ def test_unknown_producer_reason_lists_the_registered_ones() -> None:
         _parse(_raw(_mark_doc(producer="p" * 5_000)))
     assert "its producers are shard-0 to shard-2 and replay" in info.value.reason
     assert len(info.value.reason) < 300
+
+
+def test_partition_key_of_a_record_that_is_no_event_is_still_a_key() -> None:
+    # the replay publisher keys every record; the stream worker then dead-letters it with the reason
+    assert partition_key_of({"type": "post_created", "actor": "a", "body": {"title": 3}}) == "agent:a"
+    assert partition_key_of({"type": "submolt_created", "body": {}}) == "agent:None"
+    assert partition_key_of({"type": "comment_created", "body": {"post_id": "p-1"}}) == "p-1"
