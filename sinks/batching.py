@@ -187,20 +187,7 @@ class Batcher:
         if self.generation.number > 0:
             rows, skipped = self.generation.new_rows(target, rows, rejects)
             self.stats.recovered_skipped += skipped
-        if rejects:
-            client.insert(
-                DEAD_LETTERS_TABLE,
-                rejects,
-                column_names=DEAD_LETTER_COLUMNS,
-                settings={"insert_deduplication_token": f"{token}:rejects"},
-            )
-        if rows:
-            client.insert(
-                target.table,
-                rows,
-                column_names=target.columns,
-                settings={"insert_deduplication_token": token},
-            )
+        insert_rows(client, target, rows, rejects, token)
         return len(rows), len(rejects)
 
     def _count(self, target: Target, records: list[Any], rows: int, rejected: int, elapsed: float) -> None:
@@ -232,3 +219,36 @@ class Batcher:
             return False
         self.stats.committed[tp_name(tp)] = last + 1
         return True
+
+
+def insert_rows(
+    client: Any,
+    target: Target,
+    rows: list[list[Any]],
+    rejects: list[list[Any]],
+    token: str,
+    contexts: dict[str, Any] | None = None,
+) -> None:
+    """Insert one batch as the sink does: the records it could not turn into rows as dead letters under
+    ``<token>:rejects``, then the rows under ``token`` (ClickHouse's deduplication of a repeated insert).
+    ``contexts``: clickhouse-connect insert contexts kept per table by the caller, so that a table's column
+    types are asked once rather than at every insert (``society.replay_direct``)."""
+    if rejects:
+        client.insert(
+            DEAD_LETTERS_TABLE,
+            rejects,
+            column_names=DEAD_LETTER_COLUMNS,
+            settings={"insert_deduplication_token": f"{token}:rejects"},
+        )
+    if not rows:
+        return
+    if contexts is None:
+        client.insert(
+            target.table, rows, column_names=target.columns, settings={"insert_deduplication_token": token}
+        )
+        return
+    context = contexts.get(target.table)
+    if context is None:
+        context = contexts[target.table] = client.create_insert_context(target.table, target.columns)
+    context.settings = {**context.settings, "insert_deduplication_token": token}
+    client.insert(data=rows, context=context)

@@ -544,14 +544,13 @@ def _replay_loaded(
 ) -> tuple[PublishStats, bool]:
     """Replay a loaded history through the stack or directly (``--through``); (what went through, direct)."""
     from molt_society.society.replay_direct import replay_direct
-    from molt_society.society.replay_run import replay_loading
+    from molt_society.society.replay_run import replay_source
 
     n = len(src.events)
     if through == "auto" and (live or n <= s.replay_direct_above):
-        stats = replay_loading(
+        stats = replay_source(
             s,
-            src.header,
-            lambda: src,
+            src,
             society=society,
             speed=factor,
             console=console,

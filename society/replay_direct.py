@@ -52,10 +52,8 @@ from typing import Any
 
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from molt_society.importers.spill import SortedSpill
-from molt_society.replay.progress import ProgressFile, progress_path
 from molt_society.replay.publisher import Publication, PublishStats
 from molt_society.replay.source import SortedEvents, Source
 from molt_society.runtime.broker import die_with_parent
@@ -63,8 +61,9 @@ from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
-from molt_society.sinks.clickhouse import DEAD_LETTER_COLUMNS, DEAD_LETTERS_TABLE, Target, targets
-from molt_society.society.progress_lines import Throttle
+from molt_society.sinks.batching import insert_rows
+from molt_society.sinks.clickhouse import Target, targets
+from molt_society.society.progress_lines import ReplayProgress
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.partition_state import Accepted, EventIds, PartitionState, Rejected
 from molt_society.streams.processor import dead_letter, state_config
@@ -267,44 +266,20 @@ class _Inserts:
         if path is not None:
             drop_claim(path)
 
-    def insert(
-        self, topic: str, partition: int, first: int, keys: list[bytes | None], values: list[bytes]
-    ) -> None:
-        """Records ``first``, ``first + 1``, ... of a topic partition, as (key, value) lists."""
-        self.insert_records(
-            [
-                Record(topic, partition, first + i, k, v)
-                for i, (k, v) in enumerate(zip(keys, values, strict=True))
-            ]
-        )
-
     def insert_pairs(
         self, topic: str, partition: int, first: int, pairs: list[tuple[bytes | None, bytes]]
     ) -> None:
+        """Records ``first``, ``first + 1``, ... of a topic partition, as (key, value) pairs."""
         self.insert_records([Record(topic, partition, first + i, k, v) for i, (k, v) in enumerate(pairs)])
 
     def insert_records(self, records: list[Record]) -> None:
-        """One batch of one topic partition, inserted as the sink inserts it (``sinks.batching``)."""
+        """One batch of one topic partition, built and inserted as the sink does (``sinks.batching``)."""
         first, last = records[0], records[-1]
         target = self.by_topic[first.topic]
-        token = f"{first.topic}:{first.partition}:{first.offset}-{last.offset}"
         rejects: list[list[Any]] = []
         rows = target.build(records, rejects)
-        if rejects:  # a record the sink could not turn into a row: dead-lettered as the sink does
-            self.client.insert(
-                DEAD_LETTERS_TABLE,
-                rejects,
-                column_names=DEAD_LETTER_COLUMNS,
-                settings={"insert_deduplication_token": f"{token}:rejects"},
-            )
-        if rows:
-            context = self.contexts.get(target.table)
-            if context is None:  # its column types, asked once (each insert would ask them again)
-                context = self.contexts[target.table] = self.client.create_insert_context(
-                    target.table, target.columns
-                )
-            context.settings = {**context.settings, "insert_deduplication_token": token}
-            self.client.insert(data=rows, context=context)
+        token = f"{first.topic}:{first.partition}:{first.offset}-{last.offset}"
+        insert_rows(self.client, target, rows, rejects, token, self.contexts)
         self.rows += len(rows)
         self.rejected += len(rejects)
 
@@ -403,7 +378,8 @@ def insert_main(
             kind = msg[0]
             if kind == "events":
                 _, partition, first, keys, values = msg
-                inserts.insert(topic_name(society, Role.EVENTS), partition, first, keys, values)
+                pairs = list(zip(keys, values, strict=True))
+                inserts.insert_pairs(topic_name(society, Role.EVENTS), partition, first, pairs)
                 control_.send(("inserted", inserts.rows))
             elif kind == "partials":
                 for raw in msg[1]:
@@ -542,39 +518,6 @@ def _check_alive(conns: dict[Connection, Any], heard: float) -> None:
         )
 
 
-class _Shown:
-    """The progress of a direct replay: a bar (or a line every 5 s in a log) and the progress file, at the
-    pace of the slowest state process."""
-
-    def __init__(self, job: Job, console: Console, source_name: str | None, states: int) -> None:
-        self.total, self.console, self.states = job.count, console, states
-        self.bar = Progress(
-            TextColumn("[bold]replay[/bold] (direct)"),
-            BarColumn(),
-            TextColumn("{task.completed:,.0f}/{task.total:,.0f} events"),
-            TextColumn("{task.fields[rate]:,.0f} events/s"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        )
-        self.task = self.bar.add_task("replay", total=self.total, rate=0.0)
-        self.file = ProgressFile(progress_path(job.settings.state_dir, job.society), self.total, source_name)
-        self.began = time.monotonic()
-        self.every = Throttle(5.0)
-        self.done: dict[Connection, int] = {}  # events each state process has been through
-
-    def update(self, conn: Connection, events: int) -> None:
-        self.done[conn] = events
-        least = min(self.done.values()) if len(self.done) == self.states else 0
-        rate = least / max(time.monotonic() - self.began, 1e-6)
-        self.bar.update(self.task, completed=least, rate=rate)
-        self.file.update(least, rate)
-        if not self.console.is_terminal and self.every.due():
-            self.console.print(
-                f"replay {least:,}/{self.total:,} events, {rate:,.0f} events/s", highlight=False
-            )
-
-
 def _watch(
     conns: dict[Connection, Any],
     job: Job,
@@ -584,12 +527,14 @@ def _watch(
     """Progress and the end of every process (``conns``: the control end of each); a process that dies or
     goes silent ends the replay."""
     states = len(conns) - 1
-    shown = _Shown(job, console, source_name, states)
-    heard = time.monotonic()
+    label = "[bold]replay[/bold] (direct)"
+    shown = ReplayProgress(console, job.settings.state_dir, job.society, job.count, source_name, label)
+    began = heard = time.monotonic()
+    done: dict[Connection, int] = {}  # events each state process has been through
     stats: PublishStats | None = None
     stored: tuple[int, int] | None = None
     finished = 0
-    with shown.bar:
+    with shown:
         while finished < states or stored is None:
             ready = [end for end in wait(list(conns), timeout=1.0) if isinstance(end, Connection)]
             if not ready:
@@ -604,8 +549,10 @@ def _watch(
                     continue
                 heard = time.monotonic()
                 kind = msg[0]
-                if kind == "progress":
-                    shown.update(conn, msg[1])
+                if kind == "progress":  # at the pace of the slowest state process
+                    done[conn] = msg[1]
+                    least = min(done.values()) if len(done) == states else 0
+                    shown.update(least, least / max(time.monotonic() - began, 1e-6))
                 elif kind == "done":
                     stats = msg[1]
                     finished += 1
@@ -613,10 +560,10 @@ def _watch(
                     stored = (msg[1], msg[2])
                 elif kind == "failed":
                     raise DirectReplayError(f"the direct replay failed in {msg[1]}")
-    assert stats is not None
-    assert stored is not None
-    stats.seconds = time.monotonic() - shown.began
-    shown.file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
+        assert stats is not None
+        assert stored is not None
+        stats.seconds = time.monotonic() - began
+        shown.finish(stats.events, stats.seconds)
     log.info(
         "replay.direct_done",
         society=job.society,

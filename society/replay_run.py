@@ -12,16 +12,14 @@ import threading
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from molt_society.replay.archive import ArchiveHeader
-from molt_society.replay.progress import ProgressFile, progress_path
 from molt_society.replay.publisher import PublishStats, publish
 from molt_society.replay.source import Source
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.society.drive import wait_drained
-from molt_society.society.progress_lines import Throttle
+from molt_society.society.progress_lines import ReplayProgress
 from molt_society.society.stack import LocalStack
 
 
@@ -124,26 +122,11 @@ def _publish_and_drain(
 ) -> PublishStats:
     header, society, window_seconds = source.header, stack.society, settings.window_seconds
     total = len(source.events)
-    progress = Progress(
-        TextColumn("[bold]replay[/bold]"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} events"),
-        TextColumn("{task.fields[rate]:,.0f} events/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-    progress_file = ProgressFile(progress_path(settings.state_dir, society), total, source_name)
-    with progress:
-        task = progress.add_task("replay", total=total, rate=0.0)
-        every = Throttle(5.0)
+    shown = ReplayProgress(console, settings.state_dir, society, total, source_name, "[bold]replay[/bold]")
+    with shown:
 
         def on_progress(s: PublishStats) -> None:
-            rate = s.events / max(s.seconds, 1e-6)
-            progress.update(task, completed=s.events, rate=rate)
-            progress_file.update(s.events, rate)
-            if not console.is_terminal and every.due():  # a log: a line every 5 s, not one at the end
-                console.print(f"replay {s.events:,}/{total:,} events, {rate:,.0f} events/s", highlight=False)
+            shown.update(s.events, s.events / max(s.seconds, 1e-6))
 
         stats = asyncio.run(
             publish(
@@ -165,5 +148,5 @@ def _publish_and_drain(
             if last is None:
                 last = stats.last_us - stats.last_us % window_us
             asyncio.run(wait_drained(society, last, stack))
-        progress_file.update(stats.events, stats.events / max(stats.seconds, 1e-6), done=True)
+        shown.finish(stats.events, stats.seconds)
     return stats
