@@ -18,7 +18,7 @@ from molt_society.warehouse.reader import run_query
 PAGE = 50_000
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
     """A ClickHouse string literal (society names are ids: no quotes, but never trust that)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -33,7 +33,7 @@ def _range(since: datetime | None, until: datetime | None) -> str:
 
 
 def count_events(settings: Settings, society: str, since: datetime | None, until: datetime | None) -> int:
-    sql = f"SELECT count() FROM events FINAL WHERE society = {_quote(society)}{_range(since, until)}"
+    sql = f"SELECT count() FROM events FINAL WHERE society = {quote(society)}{_range(since, until)}"
     return int(run_query(settings, sql).rows[0][0])
 
 
@@ -42,7 +42,7 @@ def society_span(settings: Settings, society: str) -> tuple[int | None, int | No
     sql = (
         "SELECT toUnixTimestamp64Micro(min(window_start)), toUnixTimestamp64Micro(max(window_start)), "
         "toUnixTimestamp64Micro(any(window_end)) - toUnixTimestamp64Micro(any(window_start)), count() "
-        f"FROM metrics WHERE society = {_quote(society)} AND metric = 'events_total'"
+        f"FROM metrics WHERE society = {quote(society)} AND metric = 'events_total'"
     )
     first, last, width, n = run_query(settings, sql).rows[0]
     if not n:
@@ -59,7 +59,7 @@ def iter_events(
         sql = (
             "SELECT toString(event_id), type, schema_version, society, actor, "
             "toUnixTimestamp64Micro(occurred_at), causation_id, body "
-            f"FROM events FINAL WHERE society = {_quote(society)}{_range(since, until)} "
+            f"FROM events FINAL WHERE society = {quote(society)}{_range(since, until)} "
             f"ORDER BY occurred_at, event_id LIMIT {PAGE} OFFSET {offset}"
         )
         rows = run_query(settings, sql).rows
@@ -104,6 +104,7 @@ def export_society(
                 on_event(i)
             yield ev
 
+    out.parent.mkdir(parents=True, exist_ok=True)
     n = write_archive(out, header, counted())
     on_event(n)
     return header

@@ -57,10 +57,15 @@ class PublishStats:
     seconds: float = 0.0
 
 
-def _wire(ev: Event | dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The wire dict of an event and its time in microseconds."""
+def _wire(ev: Event | dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """The wire dict of an event and its time in microseconds; None for a record without a readable zoned
+    time (an archive's record that the stream worker will dead-letter with its reason)."""
     if isinstance(ev, dict):
-        return ev, control.to_us(datetime.fromisoformat(ev["occurred_at"]))
+        try:
+            t = datetime.fromisoformat(ev["occurred_at"])
+            return ev, (control.to_us(t) if t.tzinfo is not None else None)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return ev, None
     return event_to_dict(ev), control.to_us(ev.occurred_at)
 
 
@@ -135,6 +140,9 @@ class Publication:
     async def send(self, ev: Event | dict[str, Any], speed: float | None) -> None:
         """Append one event, after the marks its time calls for (and a pause, when paced)."""
         d, us = _wire(ev)
+        if us is None:  # no time to order or mark by: on to its stream worker, which rejects it
+            await self._append(d)
+            return
         stats = self.stats
         if stats.last_us is not None and us < stats.last_us:
             raise ValueError(f"events are not in event-time order at {d['event_id']}")
@@ -156,12 +164,15 @@ class Publication:
             await self.mark(us)
             self.since_mark = 0
         self.current_window = window
+        await self._append(d)
+        stats.last_us = us
+        self.since_mark += 1
+
+    async def _append(self, d: dict[str, Any]) -> None:
         d["society"] = self.society
         key = partition_key_of(d).encode()
         await self.outs[kafka_partition(key, self.partitions)].append(key, orjson.dumps(d), [])
-        stats.events += 1
-        stats.last_us = us
-        self.since_mark += 1
+        self.stats.events += 1
 
     async def mark(self, wm: int, *, final: bool = False) -> None:
         """A watermark at ``wm`` on every partition."""

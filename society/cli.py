@@ -427,16 +427,38 @@ def _parse_speed(value: str) -> float | None:
 
 @main.command()
 @click.argument("society_name", callback=_named)
-@click.option("--out", type=click.Path(path_type=Path), required=True, help=".jsonl.gz, .jsonl or .parquet")
-@click.option("--since", help="first event time to include (ISO 8601 with a zone)")
-@click.option("--until", help="event time to stop before (ISO 8601 with a zone)")
-def export(society_name: str, out: Path, since: str | None, until: str | None) -> None:
-    """Export a society's events from ClickHouse to compressed JSON Lines or Parquet."""
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="archive: .jsonl.gz, .jsonl or .parquet; moltbook-json: .json or .json.gz; "
+    "observatory-sqlite: .sqlite",
+)
+@click.option(
+    "--format",
+    "layout",
+    type=click.Choice(["archive", "moltbook-json", "observatory-sqlite"]),
+    default="archive",
+    show_default=True,
+    help="archive: the events themselves (replays exactly); moltbook-json: posts_full.json, posts with their "
+    "nested comments; observatory-sqlite: the observatory's SQLite database",
+)
+@click.option("--since", help="first event time to include (ISO 8601 with a zone; archive only)")
+@click.option("--until", help="event time to stop before (ISO 8601 with a zone; archive only)")
+def export(society_name: str, out: Path, layout: str, since: str | None, until: str | None) -> None:
+    """Export a society: its events (compressed JSON Lines or Parquet), or the community's dump layouts."""
+    s = get_settings()
+    if layout != "archive":
+        if since or until:
+            raise click.UsageError(
+                "--since/--until select events of an archive; a dump layout holds the society"
+            )
+        _export_layout(s, society_name, out, layout)
+        return
     from rich.progress import Progress
 
     from molt_society.replay.export import count_events, export_society
 
-    s = get_settings()
     lo, hi = _parse_time(since), _parse_time(until)
     total = count_events(s, society_name, lo, hi)
     if total == 0:
@@ -450,6 +472,28 @@ def export(society_name: str, out: Path, since: str | None, until: str | None) -
             s, society_name, out, since=lo, until=hi, on_event=lambda n: progress.update(task, completed=n)
         )
     console.print(f"wrote {header.events:,} events of {society_name} to {out}")
+
+
+def _export_layout(s: Settings, society_name: str, out: Path, layout: str) -> None:
+    from rich.progress import Progress
+
+    from molt_society.replay.export_json import write_posts_full
+    from molt_society.replay.export_layout import StoredSource
+    from molt_society.replay.export_sqlite import write_observatory
+
+    source = StoredSource(s, society_name)
+    total = sum(source.counts().values())
+    if total == 0:
+        raise click.ClickException(
+            f"society {society_name!r} has no events in {s.clickhouse_url}; {stored.held_by(s)}"
+        )
+    write = write_posts_full if layout == "moltbook-json" else write_observatory
+    with Progress(console=console) as progress:
+        task = progress.add_task(f"export {society_name} ({layout})", total=total)
+        summary = write(out, source, lambda n: progress.update(task, completed=n))
+        progress.update(task, completed=total)
+    for line in summary.lines():
+        console.print(line, markup=False, highlight=False)
 
 
 @main.command()

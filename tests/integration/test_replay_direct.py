@@ -26,10 +26,15 @@ import pytest
 from stack_helpers import make_settings
 
 from molt_society.bench.archive_gen import generate
+from molt_society.importers import import_path
+from molt_society.replay import export_rows
 from molt_society.replay.archive import ArchiveHeader
+from molt_society.replay.export_layout import StoredSource
+from molt_society.replay.export_sqlite import write_observatory
 from molt_society.replay.progress import read_progress
 from molt_society.replay.source import load_source
 from molt_society.runtime.settings import Settings
+from molt_society.schemas.wire import encode_event
 from molt_society.society.replay_direct import replay_direct
 from molt_society.society.replay_run import replay_source
 from molt_society.warehouse.reader import open_reader
@@ -56,7 +61,8 @@ def _bad_records(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "occurred_at": at,
     }
     conflict = {**post, "body": {**post["body"], "title": "another title"}}
-    return [invalid, orphan, conflict]
+    timeless = {**post, "event_id": "0f5a3d2e-0000-4000-8000-000000000004", "occurred_at": "last tuesday"}
+    return [invalid, orphan, conflict, timeless]
 
 
 @pytest.fixture(scope="module")
@@ -138,16 +144,14 @@ def test_a_direct_replay_stores_what_the_stack_stores(both: tuple[Settings, dict
     assert len(stack["events"]) > 5_000
     assert len(stack["metrics"]) > 1_000
     codes = sorted(r[0] for r in stack["dead"])
-    assert len(codes) == 3, codes  # the three bad records, and nothing else
+    assert len(codes) == 4, codes  # the four bad records, and nothing else
+    assert any("occurred_at" in r[1] for r in stack["dead"])  # the one without a time: rejected, not a crash
     _same_but_the_name(stack, direct, "via_stack", "via_direct")
     # every row once, not only under FINAL (the direct replay's batches are whole inserts)
     assert direct["rows"] == (len(direct["events"]), len(direct["metrics"]), len(direct["dead"]))
 
 
-def test_a_killed_direct_replay_run_again_stores_each_row_once(
-    both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path
-) -> None:
-    settings, stored = both
+def _cli_env(settings: Settings) -> dict[str, str]:
     env = {
         **os.environ,
         "CLICKHOUSE_URL": settings.clickhouse_url,
@@ -155,9 +159,61 @@ def test_a_killed_direct_replay_run_again_stores_each_row_once(
         "SOCIETY_PARTITIONS": str(settings.partitions),
         "SOCIETY_SHARDS": str(settings.shards),
         "SOCIETY_WINDOW_SECONDS": "3600",
-        "SOCIETY_REPLAY_DIRECT_BATCH": "500",  # many inserts, so that the kill falls between two
     }
     env.pop("KAFKA_BOOTSTRAP", None)
+    return env
+
+
+def test_a_stored_society_exported_to_the_dump_layouts_imports_to_its_events(
+    both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``society export --format``, read from ClickHouse page by page: the society replayed from the
+    generated observatory file, exported to either layout, imports to the events that file imports to."""
+    settings, _ = both
+    expected = sorted(encode_event(e) for e in import_path(history.parent / "observatory.sqlite", "x").events)
+    monkeypatch.setattr(export_rows, "PAGE", 700)  # several pages of each type
+    sqlite_out = tmp_path / "again.sqlite"
+    summary = write_observatory(sqlite_out, StoredSource(settings, "via_direct"))
+    assert summary.written["posts"] == 1_500
+    assert not summary.not_exported
+    assert sorted(encode_event(e) for e in import_path(sqlite_out, "x").events) == expected
+    json_out = tmp_path / "posts_full.json.gz"
+    cmd = [
+        sys.executable,
+        "-m",
+        "molt_society.society.cli",
+        "export",
+        "via_direct",
+        "--format",
+        "moltbook-json",
+    ]
+    done = subprocess.run(
+        [*cmd, "--out", str(json_out)], env=_cli_env(settings), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1,500 posts" in done.stdout
+    assert "agent_followed events" in done.stdout
+    from_json = import_path(json_out, "x").events
+    posts_and_comments = {
+        "post_created",
+        "comment_created",
+        "vote_tallied",
+    }  # the layout has no agents listing
+    assert sorted(encode_event(e) for e in from_json if e.type in posts_and_comments) == sorted(
+        encode_event(e)
+        for e in import_path(history.parent / "observatory.sqlite", "x").events
+        if e.type in posts_and_comments
+    )
+
+
+def test_a_killed_direct_replay_run_again_stores_each_row_once(
+    both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path
+) -> None:
+    settings, stored = both
+    env = {
+        **_cli_env(settings),
+        "SOCIETY_REPLAY_DIRECT_BATCH": "500",  # many inserts, so that the kill falls between two
+    }
     cmd = [sys.executable, "-m", "molt_society.society.cli", "replay", str(history), "--society", "killed"]
     cmd += ["--through", "direct", "--no-dashboard"]
     first = subprocess.Popen(
