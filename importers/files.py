@@ -5,7 +5,8 @@ Never raises for bad data: a file that cannot be decoded or parsed gets an error
 with the reason, and the import goes on. A file is read as a stream, once (a parse error costs one more
 read to locate it): it is never held in memory whole.
 
-A SQLite database (by its header bytes) is read by ``importers.sqlite_db``. JSON or CSV, by content: a
+A SQLite database (by its header bytes) is read by ``importers.sqlite_db``, a Parquet file (by its
+``PAR1``) by ``importers.parquet_file``. JSON or CSV, by content: a
 file whose first non-blank byte (after a UTF-8 byte order mark) is ``{`` or ``[`` is JSON. Otherwise its
 first line is tried as a CSV header of a known shape (``importers.detect``); failing that, the content is
 tried as JSON (a scalar document is valid JSON, of an unexpected shape). What is neither is an error "not
@@ -23,6 +24,7 @@ from molt_society.importers import csv_export
 from molt_society.importers.detect import UNKNOWN, detect_csv, missing_columns, normalise_header
 from molt_society.importers.json_doc import is_json_lines, read_json, read_json_lines
 from molt_society.importers.jsonstream import JsonError, parts
+from molt_society.importers.parquet_file import is_parquet, read_parquet
 from molt_society.importers.positions import BOM, CHUNK, position
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport
@@ -56,9 +58,13 @@ def read_file(path: Path, name: str) -> FileRecords:
     out = FileRecords(FileReport(name))
     try:
         with path.open("rb") as fh:
-            if is_sqlite(fh.read(len(MAGIC))):
-                read_sqlite(path, out)
-                return out
+            head = fh.read(len(MAGIC))
+        if is_sqlite(head):
+            read_sqlite(path, out)
+            return out
+        if is_parquet(head):
+            read_parquet(path, out)
+            return out
         start, first = _peek(path)
     except OSError as exc:
         out.report.error("file", f"cannot read: {exc.strerror or exc}")

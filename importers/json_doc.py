@@ -21,6 +21,7 @@ its exact line, column and byte offset.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -252,6 +253,15 @@ def is_json_lines(path: Path, start: int) -> bool:
             if line.strip():
                 return line.lstrip().startswith(b"{")
     return False
+
+
+def read_records(items: Iterable[tuple[str, object]], out: FileRecords) -> None:
+    """Records one at a time, each ``(position, value)``, read as the items of an array of records (a post
+    with its threads, a post detail, a comment): the rows of a Parquet file."""
+    doc = _Doc(top="array")
+    for i, (where, value) in enumerate(items):
+        _array_item(doc, i, value, out, where=where)
+    _finish(doc, out)
 
 
 def read_json_lines(path: Path, start: int, out: FileRecords) -> None:

@@ -151,31 +151,42 @@ def read_jsonl(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
 _COLUMNS = ("event_id", "type", "schema_version", "society", "actor", "occurred_at", "causation_id", "body")
 
 
+PARQUET_ROWS = 50_000
+"""Events per row group of a Parquet archive: what is held while writing or reading one."""
+
+
 def write_parquet(path: Path, header: ArchiveHeader, events: Iterable[Event]) -> int:
+    """Write the events in row groups of ``PARQUET_ROWS`` (never the whole history in memory)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
-    for ev in events:
-        d = event_to_dict(ev)
-        for c in _COLUMNS[:-1]:
-            cols[c].append(d[c])
-        cols["body"].append(orjson.dumps(d["body"]).decode())
-    table = pa.table(
-        {
-            "event_id": pa.array(cols["event_id"], pa.string()),
-            "type": pa.array(cols["type"], pa.string()),
-            "schema_version": pa.array(cols["schema_version"], pa.int16()),
-            "society": pa.array(cols["society"], pa.string()),
-            "actor": pa.array(cols["actor"], pa.string()),
-            "occurred_at": pa.array(cols["occurred_at"], pa.string()),  # ISO text: exact to the microsecond
-            "causation_id": pa.array(cols["causation_id"], pa.string()),
-            "body": pa.array(cols["body"], pa.string()),
-        }
+    types = {"schema_version": pa.int16()}  # occurred_at: ISO text, exact to the microsecond
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in _COLUMNS]).with_metadata(
+        {"society-archive": orjson.dumps(asdict(header))}
     )
-    table = table.replace_schema_metadata({"society-archive": orjson.dumps(asdict(header))})
-    pq.write_table(table, path, compression="zstd")
-    return int(table.num_rows)
+    n = 0
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for chunk in _chunks(events, PARQUET_ROWS):
+            cols: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+            for ev in chunk:
+                d = event_to_dict(ev)
+                for c in _COLUMNS[:-1]:
+                    cols[c].append(d[c])
+                cols["body"].append(orjson.dumps(d["body"]).decode())
+            writer.write_table(pa.table(cols, schema=schema))
+            n += len(chunk)
+    return n
+
+
+def _chunks(events: Iterable[Event], size: int) -> Iterator[list[Event]]:
+    chunk: list[Event] = []
+    for ev in events:
+        chunk.append(ev)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _parquet_header(metadata: dict[bytes, bytes] | None) -> ArchiveHeader | None:
@@ -197,14 +208,14 @@ def read_header(path: Path) -> ArchiveHeader | None:
 def read_parquet(path: Path) -> tuple[ArchiveHeader | None, Iterator[Event]]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    header = _parquet_header(table.schema.metadata)
+    header = _parquet_header(pq.read_schema(path).metadata)
 
     def events() -> Iterator[Event]:
-        for batch in table.to_batches(max_chunksize=10_000):
-            for row in batch.to_pylist():
-                row["body"] = orjson.loads(row["body"])
-                yield _event_from_doc(row)
+        with pq.ParquetFile(path) as pf:
+            for batch in pf.iter_batches(batch_size=10_000):
+                for row in batch.to_pylist():
+                    row["body"] = orjson.loads(row["body"])
+                    yield _event_from_doc(row)
 
     return header, events()
 

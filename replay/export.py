@@ -6,21 +6,17 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import orjson
 
+from molt_society.importers.spill import SortedSpill
 from molt_society.replay.archive import ArchiveHeader, write_archive
+from molt_society.replay.export_rows import count_types, iter_keyset, quote
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.events import EVENT_ADAPTER, Event
 from molt_society.warehouse.reader import run_query
-
-PAGE = 50_000
-
-
-def quote(value: str) -> str:
-    """A ClickHouse string literal (society names are ids: no quotes, but never trust that)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _range(since: datetime | None, until: datetime | None) -> str:
@@ -50,34 +46,47 @@ def society_span(settings: Settings, society: str) -> tuple[int | None, int | No
     return int(first), int(last), int(width) / 1e6
 
 
+_ENVELOPE = (
+    "type, toString(event_id), schema_version, society, actor, toUnixTimestamp64Micro(occurred_at), "
+    "causation_id, body"
+)
+
+
+def _clickhouse_order(event_id: UUID) -> bytes:
+    """What orders equal times as ClickHouse's ``ORDER BY occurred_at, event_id`` does (the order exports
+    and forks have always had): ClickHouse compares a UUID's second 8 bytes before its first."""
+    raw = event_id.bytes
+    return raw[8:] + raw[:8]
+
+
 def iter_events(
     settings: Settings, society: str, since: datetime | None = None, until: datetime | None = None
 ) -> Iterator[Event]:
-    """The society's events in event-time order, rebuilt in wire form from the events table."""
-    offset = 0
-    while True:
-        sql = (
-            "SELECT toString(event_id), type, schema_version, society, actor, "
-            "toUnixTimestamp64Micro(occurred_at), causation_id, body "
-            f"FROM events FINAL WHERE society = {quote(society)}{_range(since, until)} "
-            f"ORDER BY occurred_at, event_id LIMIT {PAGE} OFFSET {offset}"
-        )
-        rows = run_query(settings, sql).rows
-        for eid, etype, version, soc, actor, us, cause, body in rows:
-            doc: dict[str, Any] = {
-                "event_id": eid,
-                "type": etype,
-                "schema_version": int(version),
-                "society": soc,
-                "actor": actor,
-                "occurred_at": from_us(int(us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                "causation_id": cause or None,
-                "body": orjson.loads(body),
-            }
-            yield EVENT_ADAPTER.validate_json(orjson.dumps(doc), strict=True)
-        if len(rows) < PAGE:
-            return
-        offset += PAGE
+    """The society's events in event-time order (ties by event id), rebuilt in wire form from the events
+    table. Each event type is read in pages along the table's own order (``export_rows.iter_keyset``) and
+    put in time order by a sort on disk (``SortedSpill``): the cost of a page does not grow with the
+    history, nor memory with its length."""
+    spill = SortedSpill()
+    try:
+        for etype in count_types(settings, society):
+            for etype_, eid, version, soc, actor, us, cause, body in iter_keyset(
+                settings, society, etype, _ENVELOPE, _range(since, until)
+            ):
+                doc: dict[str, Any] = {
+                    "event_id": eid,
+                    "type": etype_,
+                    "schema_version": int(version),
+                    "society": soc,
+                    "actor": actor,
+                    "occurred_at": from_us(int(us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "causation_id": cause or None,
+                    "body": orjson.loads(body),
+                }
+                spill.add(int(us), _clickhouse_order(UUID(str(eid))), orjson.dumps(doc))
+        for raw in spill:
+            yield EVENT_ADAPTER.validate_json(raw, strict=True)
+    finally:
+        spill.close()
 
 
 def export_society(

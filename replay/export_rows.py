@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from molt_society.replay.export import quote
 from molt_society.warehouse.reader import run_query
 
 PAGE = 50_000
@@ -26,6 +25,11 @@ BODY_TYPES = (
     "agent_followed",
 )
 """Types whose exported fields are in ``body`` (for a comment: ``parent_unknown``)."""
+
+
+def quote(value: str) -> str:
+    """A ClickHouse string literal (society names are ids: no quotes, but never trust that)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class ExportRow(NamedTuple):
@@ -72,17 +76,26 @@ def count_types(settings: Any, society: str) -> dict[str, int]:
 def iter_rows(settings: Any, society: str, event_type: str, page: int | None = None) -> Iterator[ExportRow]:
     """Every stored event of ``event_type`` of ``society``, in ``event_id`` order, ``page`` (``PAGE``) at a
     time."""
+    for values in iter_keyset(settings, society, event_type, _COLUMNS, page=page):
+        yield _row(values)
+
+
+def iter_keyset(
+    settings: Any, society: str, event_type: str, columns: str, where: str = "", page: int | None = None
+) -> Iterator[Any]:
+    """The rows (``columns``, whose second is ``toString(event_id)``) of the stored events of
+    ``event_type`` of ``society`` that meet ``where`` (an SQL condition of the caller's own making, or
+    empty), in ``event_id`` order, ``page`` (``PAGE``) at a time."""
     page = page or PAGE
     after: UUID | None = None
     while True:
         cond = "" if after is None else f" AND event_id > toUUID({quote(str(after))})"
         sql = (
-            f"SELECT {_COLUMNS} FROM events FINAL WHERE society = {quote(society)} "
-            f"AND type = {quote(event_type)}{cond} ORDER BY event_id LIMIT {int(page)}"
+            f"SELECT {columns} FROM events FINAL WHERE society = {quote(society)} "
+            f"AND type = {quote(event_type)}{cond}{where} ORDER BY event_id LIMIT {int(page)}"
         )
         rows = run_query(settings, sql).rows
-        for values in rows:
-            yield _row(values)
+        yield from rows
         if len(rows) < page:
             return
         after = UUID(str(rows[-1][1]))  # parsed: only a UUID's own text goes back into the SQL
