@@ -8,6 +8,9 @@
    run (the replay command, the broker, stream workers, sinks), sampled every 0.5 s with psutil.
 3. What the store then holds (``society sql``): posts, comments, distinct authors and the deepest comment,
    each against the generator's manifest.
+4. After the default path's replay, ``society export NAME --format F`` of the stored society back to the
+   same layout (``observatory-sqlite``, or ``moltbook-json`` for posts_full): wall time, peak RSS, and the
+   posts and comments it says it wrote, against the manifest.
 
 Results go to the terminal and to BENCHMARKS.md between the ``archive`` markers (``--no-write`` skips).
 """
@@ -47,6 +50,7 @@ ROLES = (
     ("society-insert", "direct replay: insert process"),
     ("multiprocessing.resource_tracker", "multiprocessing's resource tracker"),
     ("replay", "society replay (import + publish)"),
+    ("export", "society export"),
 )
 SPAWNED = "multiprocessing.spawn"
 """A spawned process before it has named itself (``society.replay_direct``)."""
@@ -112,19 +116,7 @@ def replay_layout(layout: str, path: Path, work: Path, through: str = "auto") ->
     cmd = [*society_command(), "replay", str(path), "--society", society, "--no-dashboard"]
     cmd += ["--through", through]
     err.print(f"[bold]{layout}[/bold]: {' '.join(cmd[-7:])}")
-    log = (work / "replay.log").open("w")
-    began = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    peaks = PeakRss(proc.pid)
-    peaks.start()
-    rc = proc.wait()
-    seconds = time.perf_counter() - began
-    peaks.halt.set()
-    peaks.join()
-    log.close()
-    out = (work / "replay.log").read_text(errors="replace")
-    if rc != 0:
-        raise RuntimeError(f"society replay of {path} exited with {rc}:\n{out[-4000:]}")
+    seconds, rss, out = _timed(cmd, env, work / "replay.log")
     published = re.search(r"replayed ([\d,]+) events .* in ([\d.]+) s", out)
     row = society_sql(env, STORED_SQL.format(society=society))[0]
     keys = ("posts", "comments", "authors", "deepest_comment", "agents", "follows", "events")
@@ -134,7 +126,55 @@ def replay_layout(layout: str, path: Path, work: Path, through: str = "auto") ->
         "direct": "straight into ClickHouse" in out,
         "publish_s": float(published.group(2)) if published else None,
         "stored": {k: int(v) for k, v in zip(keys, row, strict=True)},
-        "rss": peaks.by_role(),
+        "rss": rss,
+    }
+
+
+EXPORTS = {
+    "observatory-sqlite": ("observatory-sqlite", "export.sqlite"),
+    "posts-full-json": ("moltbook-json", "export.json"),
+}
+
+
+def _timed(cmd: list[str], env: dict[str, str], log_path: Path) -> tuple[float, dict[str, int], str]:
+    """Run ``cmd``: its wall time, peak RSS by process role, output (raises when it fails)."""
+    with log_path.open("w") as log:
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        peaks = PeakRss(proc.pid)
+        peaks.start()
+        rc = proc.wait()
+        seconds = time.perf_counter() - began
+        peaks.halt.set()
+        peaks.join()
+    out = log_path.read_text(errors="replace")
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd[-6:])} exited with {rc}:\n{out[-4000:]}")
+    return seconds, peaks.by_role(), out
+
+
+def export_layout(layout: str, work: Path) -> dict[str, Any]:
+    """``society export`` of the society replayed from ``layout`` back to that layout."""
+    env = society_env(work, drop=("KAFKA_BOOTSTRAP",))
+    fmt, name = EXPORTS[layout]
+    cmd = [*society_command(), "export", layout.replace("-", "_"), "--format", fmt, "--out", str(work / name)]
+    err.print(f"[bold]{layout}[/bold]: {' '.join(cmd[-6:])}")
+    seconds, rss, out = _timed(cmd, env, work / "export.log")
+    text = out.replace("\n", " ")  # the summary line may be wrapped
+    size = (work / name).stat().st_size
+    (work / name).unlink()
+
+    def count(what: str) -> int | None:
+        found = re.search(rf"([\d,]+) {what}", text[text.find("wrote ") :])
+        return int(found.group(1).replace(",", "")) if found else None
+
+    return {
+        "format": fmt,
+        "seconds": seconds,
+        "bytes": size,
+        "posts": count("posts"),
+        "comments": count("comments"),
+        "rss": rss,
     }
 
 
@@ -184,9 +224,35 @@ def markdown(res: dict[str, Any]) -> str:
         f"{LIMIT_MIB:,} MiB: **{'met' if worst_mib < LIMIT_MIB else 'not met'}** (largest "
         f"{worst_mib:,.0f} MiB); at most 300 s per layout: **{'met' if worst_s <= 300 else 'not met'}** "
         f"(slowest {worst_s:.0f} s).",
+        "",
+        *_export_lines(res),
         END,
     ]
     return "\n".join(lines)
+
+
+def _export_lines(res: dict[str, Any]) -> list[str]:
+    rows = [(key.split(" ")[0], r) for key, r in res["layouts"].items() if "export" in r]
+    if not rows:
+        return []
+    lines = [
+        "Then `society export NAME --format F` of the society the default path stored, back to its layout "
+        "(read from ClickHouse by type in keyset pages, threads grouped through a sort on disk):",
+        "",
+        "| layout | format | export s | file | posts written | comments written | exact | "
+        "peak RSS MiB by process |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for layout, r in rows:
+        e, m = r["export"], r["manifest"]
+        exact = e["posts"] == m["posts"] and e["comments"] == m["comments"]
+        rss = ", ".join(f"{k} {v / 2**20:,.0f}" for k, v in sorted(e["rss"].items(), key=lambda kv: -kv[1]))
+        lines.append(
+            f"| {layout} | {e['format']} | {e['seconds']:.0f} | {e['bytes'] / 2**20:,.0f} MiB | "
+            f"{e['posts'] or 0:,} / {m['posts']:,} | {e['comments'] or 0:,} / {m['comments']:,} | "
+            f"{'yes' if exact else '**no**'} | {rss} |"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -221,6 +287,9 @@ def main(argv: list[str] | None = None) -> None:
                 r["manifest"] = manifests[layout]
                 res["layouts"][f"{layout} {through}"] = r
                 err.print(json.dumps({k: v for k, v in r.items() if k != "manifest"}, default=str))
+                if through == "auto":
+                    r["export"] = export_layout(layout, sub)
+                    err.print(json.dumps(r["export"], default=str))
                 shutil.rmtree(sub / "clickhouse", ignore_errors=True)
         publish(markdown(res), args.out, not args.no_write, BEGIN, END)
     finally:
