@@ -27,7 +27,6 @@ from molt_society.replay.export_rows import ExportRow, count_types, iter_rows
 from molt_society.replay.export_threads import THREAD_TYPES, Thread, ThreadSorter
 from molt_society.schemas.control import from_us
 
-FORMATS = ("moltbook-json", "observatory-sqlite")
 UNKNOWN = "unknown"
 """The actor of an imported post without an author, the submolt of one without a submolt."""
 
@@ -109,10 +108,6 @@ class Export:
                 summary.not_exported[f"{etype} events"] += n
         if self.counts.get("vote_cast"):
             summary.notes.append("votes are written as counts per post and comment (who voted is not in it)")
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
 
     def rows(self, event_type: str) -> Iterator[ExportRow]:
         if not self.counts.get(event_type):
