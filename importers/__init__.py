@@ -32,6 +32,7 @@ from molt_society.importers.builder import Builder
 from molt_society.importers.files import read_file
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport, ImportReport
+from molt_society.importers.snapshots import snapshot_time
 from molt_society.importers.spill import RUN_SIZE, SortedSpill
 from molt_society.schemas.events import Event
 
@@ -93,7 +94,9 @@ def _records(path: Path, society: str) -> tuple[Path, list[FileRecords]]:
             skipped.report.skip_reason = reason
             records.append(skipped)
             continue
-        records.extend(_read_entry(file, name, 0))
+        for rec in _read_entry(file, name, 0):
+            rec.snapshot_at = snapshot_time(rec.report.file)
+            records.append(rec)
     return root, records
 
 

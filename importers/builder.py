@@ -19,6 +19,14 @@ Contract (what the events say, and only that):
   ``downvotes = -score`` (score < 0), so the net is exact; this is noted per record. A tally's time is
   its target's creation time plus 1 microsecond (the dumps do not say when counts were observed; this
   keeps it right after its target in event order and its id stable across imports).
+- Snapshots (``importers.snapshots``): when the files come from at least two snapshot folders, they are
+  read in snapshot-time order, so a post's or comment's first copy is its earliest snapshot's. A copy in
+  a later snapshot is no duplicate: its counts are compared with the highest seen so far and what they
+  gained becomes a ``vote_tallied`` at that snapshot's time (upvotes and downvotes gained; for a net
+  ``score`` the change of the net, either way, so the tallies' net is the latest score; a post's
+  ``reported_comments`` when its ``comment_count`` grew), so the sums of a target's tallies (what every
+  view and the stream workers add up) are the counts of its latest snapshot. A count that falls between
+  snapshots (an upvote withdrawn) cannot be a tally: the highest seen is kept and the fall is noted.
 - One ``agent_registered`` per distinct author, at the registration time an agents listing gives, else
   at the author's first post or comment; actor = the agent. Agent id = the API's author id, else
   ``name:<name>`` (names are not unique over time; such agents are noted). A missing author makes the
@@ -42,9 +50,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 from uuid import UUID
 
@@ -94,6 +103,7 @@ PLATFORM = "platform"
 UNKNOWN_SUBMOLT = "unknown"
 IMPORTED_BRAIN = "imported"
 TALLY_OFFSET = timedelta(microseconds=1)
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
 E = TypeVar("E", PostCreated, CommentCreated)
 R = TypeVar("R", PostRecord, CommentRecord)
@@ -152,6 +162,12 @@ class Builder:
         self.notes: list[str] = []
         self.unreadable_posts: set[str] = set()
         self.unreadable_comments: set[str] = set()
+        self.snapshot_of = {f.report.file: f.snapshot_at for f in files}
+        self.series = len({f.snapshot_at for f in files if f.snapshot_at is not None}) >= 2
+        if self.series:  # earliest snapshot first (files without a snapshot time before all), stable
+            self.files = sorted(files, key=lambda f: f.snapshot_at or EARLIEST)
+        # "<kind>:<id>" -> (snapshot time, counts, origin) of its copies in later snapshots
+        self.later: dict[str, list[tuple[datetime, Counts, Origin]]] = defaultdict(list)
         for f in files:
             self.unreadable_posts |= f.unreadable_posts
             self.unreadable_comments |= f.unreadable_comments
@@ -251,6 +267,9 @@ class Builder:
                     f"{rec.id}: {', '.join(differ)} differ; {where}",
                 )
                 continue
+            later = self._later_snapshot(first.origin, rec.origin)
+            if later is not None:
+                self.later[f"{kind}:{rec.id}"].append((later, rec.counts, rec.origin))
             filled = {k: getattr(rec, k) for k in _FILLABLE if getattr(first, k, 0) is None}
             filled = {k: v for k, v in filled.items() if v is not None}
             if filled:
@@ -260,7 +279,9 @@ class Builder:
                     f"duplicate {kind} id gives fields the first copy lacks (filled in)",
                     f"{rec.id}: {', '.join(sorted(filled))}; {where}",
                 )
-            if first.counts != rec.counts:
+            if later is not None:
+                self._note(rec.origin, f"{kind} seen again in a later snapshot (its count changes tallied)")
+            elif first.counts != rec.counts:
                 self._skip(
                     rec.origin,
                     f"duplicate {kind} id, vote/comment counts differ (first snapshot kept)",
@@ -269,6 +290,13 @@ class Builder:
             else:
                 self._skip(rec.origin, f"duplicate {kind} id (same record)", f"{rec.id}; {where}")
         return kept
+
+    def _later_snapshot(self, first: Origin, copy: Origin) -> datetime | None:
+        """The snapshot time of ``copy`` when it is in a later snapshot than ``first`` (a series only)."""
+        if not self.series:
+            return None
+        at, before = self.snapshot_of.get(copy.file), self.snapshot_of.get(first.file)
+        return at if at is not None and (before is None or at > before) else None
 
     # --- build ------------------------------------------------------------------------------------
 
@@ -453,16 +481,17 @@ class Builder:
         target_type: str,
         target_id: str,
         post_id: str,
-        at: datetime,
+        tally_at: datetime,
         votes: tuple[int, int],
         reported: int | None,
+        key: str = "",
     ) -> None:
-        tally_at = at + TALLY_OFFSET
+        """Emit a ``vote_tallied`` at ``tally_at`` (``key``: what tells a snapshot's tally from the first)."""
         self._emit_valid(
             origin,
             "vote tally",
             lambda: VoteTallied(
-                event_id=event_id("vote_tallied", f"{target_type}:{target_id}", tally_at),
+                event_id=event_id("vote_tallied", f"{target_type}:{target_id}{key}", tally_at),
                 society=self.society,
                 actor=PLATFORM,
                 occurred_at=tally_at,
@@ -487,12 +516,44 @@ class Builder:
             if reported is not None and reported < 0:
                 self._note(rec.origin, "negative comment_count ignored", str(reported))
                 reported = None
+            at = rec.created_at + TALLY_OFFSET
             if votes[0] > 0 or votes[1] > 0 or (reported or 0) > 0:
-                self._tally(rec.origin, "post", rec.id, rec.id, rec.created_at, votes, reported)
+                self._tally(rec.origin, "post", rec.id, rec.id, at, votes, reported)
+            self._snapshot_tallies(("post", rec.id, rec.id, at), votes, reported or 0)
         for crec, _ in comments.values():
             cvotes = self._votes(crec.counts, crec.origin)
+            at = crec.created_at + TALLY_OFFSET
             if cvotes is not None and (cvotes[0] > 0 or cvotes[1] > 0):
-                self._tally(crec.origin, "comment", crec.id, crec.post_id, crec.created_at, cvotes, None)
+                self._tally(crec.origin, "comment", crec.id, crec.post_id, at, cvotes, None)
+            self._snapshot_tallies(("comment", crec.id, crec.post_id, at), cvotes or (0, 0), 0)
+
+    def _snapshot_tallies(
+        self, target: tuple[str, str, str, datetime], votes: tuple[int, int], reported: int
+    ) -> None:
+        """The tallies of a target's later snapshots: what its counts gained over the highest seen so far.
+        ``target``: (kind, id, post id, earliest tally time); ``votes``, ``reported``: its first counts."""
+        kind, target_id, post_id, earliest = target
+        up, down = votes
+        for at, counts, origin in sorted(self.later.get(f"{kind}:{target_id}", []), key=lambda c: c[0]):
+            seen = self._votes(counts, origin)
+            gain_up = gain_down = 0
+            if seen is not None and counts.upvotes is None and counts.downvotes is None:
+                change = (seen[0] - seen[1]) - (up - down)  # a net score: its change, either way
+                gain_up, gain_down = max(change, 0), max(-change, 0)
+            elif seen is not None:
+                if seen[0] < up or seen[1] < down:
+                    self._note(origin, "vote count fell between snapshots (the highest seen is kept)")
+                gain_up, gain_down = max(seen[0] - up, 0), max(seen[1] - down, 0)
+            grew = kind == "post" and counts.comment_count is not None and counts.comment_count > reported
+            if gain_up or gain_down or grew:
+                tally_at = max(at, earliest)
+                gained = (gain_up, gain_down)
+                new_reported = counts.comment_count if grew else None
+                self._tally(
+                    origin, kind, target_id, post_id, tally_at, gained, new_reported, f"@{at.isoformat()}"
+                )
+            up, down = up + gain_up, down + gain_down
+            reported = max(reported, counts.comment_count or 0) if kind == "post" else reported
 
     def _agents(
         self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]

@@ -164,6 +164,8 @@ class FileRecords:
     # ids of records this file holds but that could not be read (a reply to one is "parent skipped")
     unreadable_posts: set[str] = field(default_factory=set)
     unreadable_comments: set[str] = field(default_factory=set)
+    snapshot_at: datetime | None = None
+    """The time of the snapshot the file belongs to, named by its folder (``importers.snapshots``)."""
 
     def origin(self, position: str) -> Origin:
         return Origin(self.report.file, position)
