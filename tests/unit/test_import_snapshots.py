@@ -109,7 +109,8 @@ def test_posts_seen_in_two_snapshots_are_one_post_with_their_gains_tallied(tmp_p
         second[2]["id"],
         commented["comments"][0]["id"],
     }
-    reported = max(e.body.reported_comments or 0 for e in events if e.type == "vote_tallied" and e.body.target_id == second[1]["id"])  # type: ignore[union-attr]  # fmt: skip
+    tallies = [e.body for e in events if e.type == "vote_tallied"]
+    reported = max(b.reported_comments or 0 for b in tallies if b.target_id == second[1]["id"])  # type: ignore[union-attr]
     assert reported == second[1]["comment_count"]
     notes = result.report.notes_by_reason()
     assert notes["vote count fell between snapshots (the highest seen is kept)"] == 1
