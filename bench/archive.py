@@ -165,7 +165,7 @@ def export_layout(layout: str, work: Path) -> dict[str, Any]:
     (work / name).unlink()
 
     def count(what: str) -> int | None:
-        found = re.search(rf"([\d,]+) {what}", text[text.find("wrote ") :])
+        found = re.search(rf"([\d,]+)\s+{what}", text[text.find("wrote ") :])
         return int(found.group(1).replace(",", "")) if found else None
 
     return {

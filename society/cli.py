@@ -493,7 +493,7 @@ def _export_layout(s: Settings, society_name: str, out: Path, layout: str) -> No
         summary = write(out, source, lambda n: progress.update(task, completed=n))
         progress.update(task, completed=total)
     for line in summary.lines():
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @main.command()
