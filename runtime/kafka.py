@@ -2,8 +2,9 @@
 
 Every process builds its aiokafka clients here (``grep AIOKafkaConsumer(`` finds only this module), so a
 setting that must hold everywhere (acks=all, no auto-commit, the group session the local broker needs)
-is written once. A profile is a set of aiokafka keyword arguments; a caller adds what is its own
-(``fetch_max_wait_ms`` from its settings, a ``client_id``) as overrides.
+is written once (and every producer and consumer asks its bootstrap servers again when no broker it
+knows answers: ``runtime.rebootstrap``). A profile is a set of aiokafka keyword arguments; a caller adds
+what is its own (``fetch_max_wait_ms`` from its settings, a ``client_id``) as overrides.
 
 Profiles:
 
@@ -34,6 +35,7 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from molt_society.runtime.rebootstrap import use_rebootstrap
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import get_settings, idempotent
 from molt_society.schemas.topics import HEADER_KIND, KIND_WATERMARK, Role
@@ -148,11 +150,13 @@ def producer(
     settings = get_settings()
     if idempotent(settings):
         kwargs.setdefault("enable_idempotence", True)
-    return SigningProducer(
+    made = SigningProducer(
         keys=keys if keys is not None else RecordKeys(settings.state_dir),
         bootstrap_servers=bootstrap,
         **kwargs,
     )
+    use_rebootstrap(made)
+    return made
 
 
 def consumer(
@@ -170,7 +174,9 @@ def consumer(
     kwargs: dict[str, Any] = {"metadata_max_age_ms": METADATA_MAX_AGE_MS, **CONSUMERS[profile], **overrides}
     if group is not None:
         kwargs["group_id"] = group
-    return AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+    made = AIOKafkaConsumer(bootstrap_servers=bootstrap, **kwargs)
+    use_rebootstrap(made)
+    return made
 
 
 def admin(bootstrap: str, timeout_s: float = 15.0) -> AIOKafkaAdminClient:
