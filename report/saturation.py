@@ -455,29 +455,37 @@ def fast_cox(
     no variation in x).
     """
     n = x.size
-    start = np.zeros(n) if start is None else start
     strata = np.zeros(n, dtype=np.int64) if strata is None else strata
     weight = np.ones(n) if weight is None else weight
     ev = event > 0
     if not ev.any() or np.ptp(x) == 0:
         return None
     xc = x - float(np.average(x, weights=weight))
-    times = np.unique(np.concatenate([start, stop]))
+    # rows entered at 0 and leaving after it never start at or after an event time: no entry part to take
+    # off the risk sets (the published model's rows; half the work of a fit)
+    entry = (start is not None and bool(np.any(start != 0))) or not bool(np.all(stop > 0))
+    begin = np.zeros(n) if start is None else start
+    times, rank = np.unique(np.concatenate([begin, stop]) if entry else stop, return_inverse=True)
     m = np.int64(times.size + 1)
-    k_stop = strata * m + np.searchsorted(times, stop)
-    k_start = strata * m + np.searchsorted(times, start)
-    o_stop, o_start = np.argsort(k_stop, kind="stable"), np.argsort(k_start, kind="stable")
-    ks_stop, ks_start = k_stop[o_stop], k_start[o_start]
-    k_ev = k_stop[ev]
-    k_end = strata[ev] * m + m  # first key of the next stratum
+    k_stop = strata * m + (rank[n:] if entry else rank)
+    o_stop = np.argsort(k_stop, kind="stable")
+    ks_stop = k_stop[o_stop]
+    # the events in key order (their sums do not depend on it): binary searches of sorted keys walk memory
+    # forwards, where searches in row order took a third of a fit's time
+    ev_rows = o_stop[ev[o_stop]]
+    k_ev = ks_stop[ev[o_stop]]
+    k_end = strata[ev_rows] * m + m  # first key of the next stratum
     # rows of the stratum with stop >= t: positions [lo, hi) in the stop order; start >= t likewise
-    lo_stop, hi_stop = np.searchsorted(ks_stop, k_ev), np.searchsorted(ks_stop, k_end)
-    lo_start, hi_start = np.searchsorted(ks_start, k_ev), np.searchsorted(ks_start, k_end)
-    x_ev, w_ev = xc[ev], weight[ev]
-    x_stop, w_stop, x_start, w_start = xc[o_stop], weight[o_stop], xc[o_start], weight[o_start]
-    idx_stop = np.concatenate([hi_stop, lo_stop])
-    idx_start = np.concatenate([hi_start, lo_start])
+    idx_stop = np.concatenate([np.searchsorted(ks_stop, k_end), np.searchsorted(ks_stop, k_ev)])
+    x_ev, w_ev = xc[ev_rows], weight[ev_rows]
+    x_stop, w_stop = xc[o_stop], weight[o_stop]
     n_ev = k_ev.size
+    if entry:
+        k_start = strata * m + rank[:n]
+        o_start = np.argsort(k_start, kind="stable")
+        ks_start = k_start[o_start]
+        idx_start = np.concatenate([np.searchsorted(ks_start, k_end), np.searchsorted(ks_start, k_ev)])
+        x_start, w_start = xc[o_start], weight[o_start]
 
     def at_risk(xs: FloatArray, ws: FloatArray, idx: IntArray, beta: float) -> FloatArray:
         r = ws * np.exp(beta * xs)
@@ -490,7 +498,10 @@ def fast_cox(
     def sums(beta: float) -> tuple[float, float, float]:
         # a diverging beta overflows exp() and empties risk sets: the non-finite sums make the caller stop
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            s0, s1, s2 = at_risk(x_stop, w_stop, idx_stop, beta) - at_risk(x_start, w_start, idx_start, beta)
+            risk = at_risk(x_stop, w_stop, idx_stop, beta)
+            if entry:
+                risk = risk - at_risk(x_start, w_start, idx_start, beta)
+            s0, s1, s2 = risk
             ll = float(np.sum(w_ev * (beta * x_ev - np.log(s0))))
             score = float(np.sum(w_ev * (x_ev - s1 / s0)))
             info = float(np.sum(w_ev * (s2 / s0 - (s1 / s0) ** 2)))

@@ -216,6 +216,18 @@ def test_fast_cox_matches_lifelines() -> None:
     assert mine is not None
     assert mine.coef == pytest.approx(float(ref2.params_["x"]), rel=1e-6)
     assert mine.se == pytest.approx(float(ref2.standard_errors_["x"]), rel=1e-5)
+    # rows entered at 0 (no entry part: fast_cox skips it) in strata, with weights
+    c = rng.integers(0, 4, 400)
+    w = rng.integers(1, 4, 400).astype(float)
+    mine = fast_cox(x, t, e, strata=c, weight=w)
+    same = fast_cox(x, t, e, start=np.zeros(400), strata=c, weight=w)
+    ref3 = CoxPHFitter().fit(
+        pd.DataFrame({"t": t, "e": e, "x": x, "c": c, "w": w}), "t", "e", weights_col="w", strata=["c"]
+    )
+    assert mine is not None
+    assert same == mine
+    assert mine.coef == pytest.approx(float(ref3.params_["x"]), rel=1e-6)
+    assert mine.se == pytest.approx(float(ref3.standard_errors_["x"]), rel=1e-5)
     assert fast_cox(np.ones(5), np.arange(5.0), np.ones(5)) is None
 
 
