@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 TICKS = 8  # a tick of the LLM agents: 40-50 s on this machine alone, twice that beside make test's other lane
 LLM = 6  # three agents per model
-KILL_AT, RESTART_AT = 3, 5  # killed as tick 3 is published, back at tick 5: the calls of ticks 4-5 find it down
+KILL_AT, RESTART_AT = 3, 5  # killed as tick 3 is published, back at tick 5: calls of ticks 4-5 find it down
 
 
 def test_llm_society_survives_a_dead_model_server(broker: str, tmp_path: Path, society_name: str) -> None:
