@@ -55,6 +55,7 @@ def write_section(path: Path, block: str, begin: str, end: str) -> None:
     """Put ``block`` (which starts with ``begin`` and ends with ``end``) in place of the old one, or at the
     end of the file."""
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    block = block.rstrip("\n") + "\n"  # the text after the section keeps its own line
     if begin in text and end in text:
         text = re.sub(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", lambda m: block, text, flags=re.S)
     else:
