@@ -7,9 +7,9 @@ the cluster changed) the client asks them again forever: "Unable to update metad
 held a society's agent workers for ten minutes on a three-broker cluster that had lost one broker
 (``tests/integration/test_kafka_cluster.py``). The Java client recovers by asking the configured
 bootstrap servers again (``metadata.recovery.strategy=rebootstrap``, KIP-899, the default since Kafka
-4.0); this client does the same: when a metadata update fails on every known broker it reads the
-metadata from the bootstrap list (at most every ``REBOOTSTRAP_EVERY_S``), logged as
-``kafka.rebootstrapped``.
+4.0); this client does the same: when a metadata update fails (every known broker unreachable, or an
+answer naming no broker) it reads the metadata from the bootstrap list (at most every
+``REBOOTSTRAP_EVERY_S``), logged as ``kafka.rebootstrapped``.
 
 ``runtime.kafka`` makes every producer and consumer with it (``use_rebootstrap``).
 """
