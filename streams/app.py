@@ -9,7 +9,8 @@ One Faust worker process hosts, for one society:
   closed a window, computes the window's metrics (``streams.aggregate``) and publishes them on the metrics
   topic. Its state lives in Faust tables (changelog-backed), so a restarted or rebalanced worker resumes
   where the last one stopped. Updates are idempotent: a partial for a window already computed is ignored,
-  and a repeated partial replaces an identical one. The agent takes the next partial only once the table
+  and a repeated partial replaces an identical one. Windows are computed in order, and partials Faust
+  never handed to the agent are read back from the partials topic (``streams.window_order``). The agent takes the next partial only once the table
   updates of the last one are acknowledged (``AckedTable``): Faust alone can commit a partial's offset
   before its update reaches the changelog, and a worker killed then lost that partial for good (the
   window never completed and the run never drained; CI, stop 35);
@@ -52,12 +53,15 @@ from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_dump import await_chain
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
+from molt_society.streams import snapshots
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.processor import ActionProcessor
+from molt_society.streams.window_order import ReadBack, next_window, pending_windows
 
 log = get_logger(__name__)
 
 AGGREGATE_STALL_S = 60.0
+READ_BACK_CHUNK = 500  # partials read back from the topic per request, newest first
 STALL_EXIT = 75  # EX_TEMPFAIL: the stack restarts the worker
 END_OFFSET_TIMEOUT_S = 10.0
 STOP_GRACE_S = 20.0
@@ -165,6 +169,9 @@ class Aggregator:
         self.taken = -1  # the offset of the newest partial the agent took
         self.group = kafka.group_id(society, "aggregate")  # the app's consumer group (create_app)
         self.lag_since: float | None = None
+        self.partitions = 1  # of the actions topic, and the window length: as the partials say
+        self.window_us = int(settings.window_seconds * 1_000_000)
+        self.first_checked: set[int] = set()  # first windows checked for earlier partials not taken
 
     def load_memory(self) -> InfluenceMemory:
         raw = self.influence.get("memory")
@@ -187,18 +194,91 @@ class Aggregator:
         )
 
     async def take(self, raw: bytes) -> None:
-        """One partial: keep it; compute its window once every partition's partial is there."""
-        pending = self.pending
+        """One partial: keep it; then compute, in order, every window whose partials are all there
+        (``streams.window_order``)."""
         partial: control.WindowPartial = control.loads(raw)
         start = partial["window_start_us"]
         memory = self.load_memory()
         if memory.last_window_us is not None and start <= memory.last_window_us:
             return  # already computed (a partition re-emitted it after a rebuild)
-        pending[f"{start}:{partial['partition']}"] = raw
-        await pending.settled()
-        keys = [f"{start}:{q}" for q in range(partial["partitions"])]
-        if any(pending.get(k) is None for k in keys):
-            return
+        self.pending[f"{start}:{partial['partition']}"] = raw
+        await self.pending.settled()
+        self.partitions = partial["partitions"]
+        self.window_us = partial["window_end_us"] - start
+        while await self._next():
+            pass
+
+    async def _next(self) -> bool:
+        """Compute the next window if its partials are all there, reading back from the topic what a hole
+        or the first window lacks; True when there may be more to do."""
+        memory = self.load_memory()
+        nxt = next_window(
+            memory.last_window_us, self.window_us, pending_windows(self.pending.keys()), self.partitions
+        )
+        if nxt is None:
+            return False
+        first = memory.last_window_us is None and nxt.start_us not in self.first_checked
+        if nxt.hole or (nxt.ready and first):
+            self.first_checked.add(nxt.start_us)
+            if nxt.hole:
+                log.warning(
+                    "aggregate.partials_not_taken",
+                    window_start_us=nxt.start_us,
+                    partitions=sorted(nxt.missing),
+                    complete_later=nxt.later_complete,
+                    action="reading them back from the partials topic",
+                )
+            found = await self._read_back(ReadBack(nxt.start_us, nxt.missing, earlier=first))
+            if found:
+                return True
+            if nxt.hole:
+                log.error(
+                    "aggregate.window_incomplete",
+                    window_start_us=nxt.start_us,
+                    partitions=sorted(nxt.missing),
+                    reason="their partials are not on the partials topic; later windows wait for them",
+                )
+                return False
+        if not nxt.ready:
+            return False
+        await self._compute(nxt.start_us, memory)
+        return True
+
+    async def _read_back(self, want: ReadBack) -> int:
+        """Put in ``pending`` the partials ``want`` keeps, read back in chunks from the newest partial the
+        agent took (signed ones only, as the agent takes them); how many were new."""
+        topic = self.partials_tp.topic
+        tp = TopicPartition(topic, 0)
+        reader = snapshots.reader(self.bootstrap)
+        await reader.start()
+        added = 0
+        try:
+            reader.assign([tp])
+            begin, end = (await snapshots.bounds(reader, [tp]))[tp]
+            hi = min(end, self.taken + 1)
+            while hi > begin and not want.done:
+                lo = max(begin, hi - READ_BACK_CHUNK)
+                async for rec in snapshots.records(reader, tp, lo, hi):
+                    if self.keys.problem(rec) is not None:
+                        continue
+                    p: control.WindowPartial = control.loads(rec.value)
+                    key = f"{p['window_start_us']}:{p['partition']}"
+                    if want.keep(p["window_start_us"], p["partition"]) and self.pending.get(key) is None:
+                        memory = self.load_memory()
+                        if memory.last_window_us is None or p["window_start_us"] > memory.last_window_us:
+                            self.pending[key] = rec.value
+                            added += 1
+                hi = lo
+        finally:
+            await reader.stop()
+        await self.pending.settled()
+        log.info("aggregate.read_back", window_start_us=want.start_us, added=added, from_offset=hi)
+        return added
+
+    async def _compute(self, start: int, memory: InfluenceMemory) -> None:
+        """Window ``start``'s metrics to the metrics topic, then the window marked computed."""
+        pending = self.pending
+        keys = [f"{start}:{q}" for q in range(self.partitions)]
         partials = [control.loads(pending[k]) for k in keys]
         metrics = await asyncio.get_running_loop().run_in_executor(
             None,
