@@ -14,7 +14,8 @@ exposure = predecessors that adopted strictly before v (adopters) or at any time
   scikit-learn's default L2-penalised ``LogisticRegression``; here the unpenalised maximum likelihood of
   statsmodels' GLM on the (exposure, adopted) counts, which is the same fit for the row table without the
   penalty and gives the Wald p-value of the square term);
-* Cox model (lifelines ``CoxPHFitter``, Efron ties) over the adopters only: duration = hours from the
+* Cox model (lifelines ``CoxPHFitter``, Efron ties; its likelihood computed here by ``efron_cox``, 180 times
+  faster and equal to it to 1e-9) over the adopters only: duration = hours from the
   cascade's first adoption to the agent's, rows with duration > 0, every row an event, no censoring; the
   single covariate is the fixed exposure count. Hazard ratio, its 95% CI and the concordance
   (``concordance_index_``) are what the paper reports (0.53 and 0.78).
@@ -266,26 +267,31 @@ def adopter_exposure(d: Diffusion, s: Structure, hours: FloatArray) -> FloatArra
 
 
 def published_cox(d: Diffusion, s: Structure, hours: FloatArray) -> CoxResult | str:
-    """The public code's Cox model: adopters with duration > 0, all events, fixed exposure."""
-    from lifelines import CoxPHFitter
+    """The public code's Cox model: adopters with duration > 0, all events, fixed exposure. lifelines'
+    ``CoxPHFitter`` fit (Efron ties), computed by ``efron_cox``; its Wald CI and p-value and its
+    concordance (lifelines' ``concordance_index`` of the fitted partial hazards) as lifelines reports them."""
+    from lifelines.utils import concordance_index
+    from scipy import stats
 
     expo = adopter_exposure(d, s, hours)[s.graph_rows]
     dur = since_seed(hours[s.graph_rows], s.seed[d.cascade[s.graph_rows]])
     keep = dur > 0
     if int(keep.sum()) < MIN_ROWS:
         return f"{int(keep.sum())} adoptions after their cascade's first one; at least {MIN_ROWS} are needed"
-    if np.unique(expo[keep]).size < 2:
+    x, t = expo[keep], dur[keep]
+    if np.unique(x).size < 2:
         return "every adopter has the same exposure: no variation to model"
-    import pandas as pd
-
-    df = pd.DataFrame({"duration": dur[keep], "event": 1, "exposure": expo[keep]})
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cph = CoxPHFitter().fit(df, duration_col="duration", event_col="event")
-    except Exception as exc:  # lifelines raises ConvergenceError on separation
-        return f"the Cox model could not be fitted ({type(exc).__name__}: {exc})"
-    return _cox_result(cph, int(keep.sum()), int(keep.sum()), float(cph.concordance_index_))
+    fit = efron_cox(x, t)
+    if fit is None or not math.isfinite(fit.coef) or abs(fit.coef) > MAX_LOG_HR:
+        return "the Cox model did not converge (the exposure coefficient diverges)"
+    z = float(stats.norm.ppf(0.975))
+    lo, hi = fit.coef - z * fit.se, fit.coef + z * fit.se
+    if max(abs(lo), abs(hi)) > MAX_LOG_HR:
+        return "the Cox model did not converge (the exposure coefficient diverges)"
+    p = float(stats.chi2.sf((fit.coef / fit.se) ** 2, 1))
+    concordance = float(concordance_index(t, -np.exp(fit.coef * (x - x.mean())), np.ones(t.size)))
+    rows = int(keep.sum())
+    return CoxResult(fit.coef, math.exp(fit.coef), math.exp(lo), math.exp(hi), p, concordance, rows, rows)
 
 
 def logit_counts(d: Diffusion, s: Structure, hours: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -407,17 +413,6 @@ MAX_LOG_HR = 700.0
 """A log hazard ratio (or CI bound) beyond this is a diverging fit, and exp() of it overflows a float."""
 
 
-def _cox_result(fitter: object, rows: int, events: int, concordance: float | None) -> CoxResult | str:
-    summary = fitter.summary  # type: ignore[attr-defined]
-    coef = float(summary.loc["exposure", "coef"])
-    lo = float(summary.loc["exposure", "coef lower 95%"])
-    hi = float(summary.loc["exposure", "coef upper 95%"])
-    p = float(summary.loc["exposure", "p"])
-    if not all(math.isfinite(v) for v in (coef, lo, hi, p)) or max(abs(coef), abs(lo), abs(hi)) > MAX_LOG_HR:
-        return "the Cox model did not converge (the exposure coefficient diverges)"
-    return CoxResult(coef, math.exp(coef), math.exp(lo), math.exp(hi), p, concordance, rows, events)
-
-
 # --- a fast Cox estimator for the shuffles ------------------------------------------------------------------
 
 
@@ -532,6 +527,39 @@ def _newton(
         if abs(step) < tol * max(1.0, abs(beta)):
             return FastCox(beta, 1 / math.sqrt(info), it) if info > 0 else None
     return None
+
+
+def efron_cox(x: FloatArray, duration: FloatArray, tol: float = 1e-9, max_iter: int = 50) -> FastCox | None:
+    """Cox model of one covariate where every row is an event (no censoring, no entry, no strata, no
+    weights: the published model), by Newton-Raphson on the Efron partial likelihood, in numpy.
+
+    The same likelihood as lifelines' ``CoxPHFitter`` (Efron ties): at an event time with d tied events,
+    the l-th of them (l = 0..d-1) has the risk set's sums less l/d of the tied events' own. lifelines walks
+    the event times in a Python loop: 18.6 s for the demo's 80,084 rows (73,629 distinct times), where this
+    takes 0.1 s; checked against it in tests/unit/test_saturation.py. None when the likelihood has no
+    finite maximum."""
+    if x.size == 0 or np.ptp(x) == 0:
+        return None
+    o = np.argsort(duration, kind="stable")
+    xs = x[o] - float(x.mean())
+    _, first, counts = np.unique(duration[o], return_index=True, return_counts=True)
+    group = np.repeat(np.arange(first.size), counts)
+    frac = (np.arange(xs.size) - first[group]) / counts[group]  # l/d of each tied event
+    x_sum = float(xs.sum())
+
+    def sums(beta: float) -> tuple[float, float, float]:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = np.exp(beta * xs)
+            terms = np.stack([r, r * xs, r * xs * xs])
+            risk = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1][:, first]  # rows with duration >= t
+            tied = np.stack([np.bincount(group, weights=v, minlength=first.size) for v in terms])
+            s0, s1, s2 = risk[:, group] - frac * tied[:, group]
+            ll = beta * x_sum - float(np.sum(np.log(s0)))
+            score = x_sum - float(np.sum(s1 / s0))
+            info = float(np.sum(s2 / s0 - (s1 / s0) ** 2))
+        return ll, score, info
+
+    return _newton(sums, 0.0, tol, max_iter)
 
 
 # --- permutation null --------------------------------------------------------------------------------------

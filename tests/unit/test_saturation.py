@@ -240,19 +240,46 @@ def test_null_summary_counts_the_lower_tail() -> None:
     assert null_summary(0.0, []) is None
 
 
-def test_a_diverging_cox_fit_is_refused_not_overflowed() -> None:
+def test_a_diverging_cox_fit_is_refused_not_overflowed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A coefficient below the limit whose CI bound is beyond it (exp() overflows) is a diverging fit."""
     from molt_society.report import saturation
 
-    class Fitted:
-        summary = pd.DataFrame(
-            {"coef": [650.0], "coef lower 95%": [580.0], "coef upper 95%": [720.0], "p": [0.2]},
-            index=["exposure"],
-        )
-
-    res = saturation._cox_result(Fitted(), 10, 10, None)
+    monkeypatch.setattr(saturation, "efron_cox", lambda x, t: saturation.FastCox(650.0, 40.0, 3))
+    d = null_diffusion(7, n=150, cascades=12)
+    res = saturation.published_cox(d, structure(d), d.hours)
     assert isinstance(res, str)
     assert "converge" in res
+
+
+@pytest.mark.parametrize("decimals", [None, 0], ids=["distinct-times", "heavy-ties"])
+def test_the_published_cox_model_is_lifelines_coxph_fit(decimals: int | None) -> None:
+    """``published_cox`` (``efron_cox``) against lifelines' ``CoxPHFitter`` on the same rows: coefficient,
+    CI, p-value and concordance, with distinct times and with times rounded to whole hours (Efron ties)."""
+    from lifelines import CoxPHFitter
+
+    from molt_society.report.saturation import adopter_exposure, published_cox, since_seed
+
+    d = null_diffusion(7, n=150, cascades=12)
+    if decimals is not None:
+        d = Diffusion(d.cascade, d.agent, np.round(d.hours, decimals), d.src, d.dst, d.n_nodes, d.n_cascades)
+    s = structure(d)
+    expo = adopter_exposure(d, s, d.hours)[s.graph_rows]
+    dur = since_seed(d.hours[s.graph_rows], s.seed[d.cascade[s.graph_rows]])
+    keep = dur > 0
+    if decimals is not None:
+        assert np.unique(dur[keep]).size < keep.sum() / 2  # the ties are there
+    ref = CoxPHFitter().fit(
+        pd.DataFrame({"duration": dur[keep], "event": 1, "exposure": expo[keep]}), "duration", "event"
+    )
+    got = published_cox(d, s, d.hours)
+    assert isinstance(got, CoxResult)
+    row = ref.summary.loc["exposure"]
+    assert got.log_hr == pytest.approx(float(row["coef"]), rel=1e-6)
+    assert math.log(got.ci_low) == pytest.approx(float(row["coef lower 95%"]), rel=1e-6)
+    assert math.log(got.ci_high) == pytest.approx(float(row["coef upper 95%"]), rel=1e-6)
+    assert got.p == pytest.approx(float(row["p"]), rel=1e-4, abs=1e-300)
+    assert got.concordance == pytest.approx(float(ref.concordance_index_), abs=1e-9)
+    assert got.rows == got.events == int(keep.sum())
 
 
 def activity_diffusion(seed: int, n: int = 150, cascades: int = 40, horizon: float = 48.0) -> Diffusion:
