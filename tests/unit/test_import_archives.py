@@ -236,3 +236,28 @@ def test_json_lines_of_posts_import_like_the_array(
         posts[1]["id"],
     }
     assert res.report.error_count == 1
+
+
+def test_a_container_is_told_by_its_content_and_json_is_never_one(tmp_path: Path) -> None:
+    import gzip
+    import io
+    import tarfile
+
+    from molt_society.importers.containers import kind_of
+
+    payload = b'{"posts": []}'
+    (tmp_path / "doc.tar.gz").write_bytes(payload)  # a name says nothing
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf \n[1, 2]")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:  # a plain tar whose first member's name is JSON-like
+        info = tarfile.TarInfo("{weird}.json")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    (tmp_path / "plain").write_bytes(buf.getvalue())
+    (tmp_path / "packed").write_bytes(gzip.compress(buf.getvalue()))
+    (tmp_path / "single").write_bytes(gzip.compress(payload))
+    assert kind_of(tmp_path / "doc.tar.gz") is None
+    assert kind_of(tmp_path / "bom.json") is None
+    assert kind_of(tmp_path / "plain") == "tar"
+    assert kind_of(tmp_path / "packed") == "tar"
+    assert kind_of(tmp_path / "single") == "gzip"
