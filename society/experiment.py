@@ -12,7 +12,8 @@ equal the base's, or the experiment stops with an error.
 The pairs run one after another, never side by side: the machine this was built for has 2 cores, which
 one stack (sink, stream worker, agent worker, broker) already keeps busy, and one stack at a time keeps
 the embedded chDB single-writer (one process may open it: the running sink, or between two pairs this
-process, which writes the ``experiments`` table then).
+process, which writes the ``experiments`` table then). Without a configured broker the pairs share one
+local broker that the run starts and stops (``experiment_base.StackPairs``).
 
 The ``experiments`` table (``warehouse/experiments.sql``) has one row per arm x seed: 'started' before it
 runs, 'done' once its history was verified. Rerunning the same spec resumes: a pair 'done' with the same
@@ -51,7 +52,7 @@ from molt_society.runtime.settings import Settings
 from molt_society.schemas.arm_plan import ArmPlan, write_plan
 from molt_society.schemas.control import from_us
 from molt_society.schemas.experiment import Arm, ExperimentSpec, load_spec, run_seed, society_name
-from molt_society.society.experiment_base import Base, PairJob, resolve_base, run_pair
+from molt_society.society.experiment_base import Base, PairJob, StackPairs, drop_topics, resolve_base
 from molt_society.society.experiment_base import ExperimentError as ExperimentError
 from molt_society.society.experiment_plan import BaseHistory, build_plan, needs_history
 from molt_society.society.experiment_progress import Display
@@ -178,7 +179,7 @@ def run_experiment(
     spec_path: Path,
     *,
     console: Console,
-    runner: PairRunner = run_pair,
+    runner: PairRunner | None = None,
     after_pair: Callable[[str], None] | None = None,
 ) -> ExperimentOutcome:
     """Run every arm x seed of the spec at ``spec_path`` not done before (see module docstring).
@@ -209,7 +210,11 @@ def run_experiment(
         f"({from_us(base.point.at_us).isoformat()}; {len(base_ids):,} events of history)",
         highlight=False,
     )
-    with Display(console, len(pairs), spec.ticks) as display:
+    with contextlib.ExitStack() as cleanup, Display(console, len(pairs), spec.ticks) as display:
+        if runner is None:
+            stack_pairs = StackPairs(settings, spec.name)
+            cleanup.callback(stack_pairs.close)
+            runner = stack_pairs
         run = _Run(settings, spec, base, spec_hash(spec), runner, display, history, base_ids)
         for pair in pairs:
             rec = recorded.get((pair.arm.name, pair.seed))
@@ -246,7 +251,7 @@ def _run_pair(run: _Run, pair: Pair, rec: Recorded | None) -> None:
             store.purge(pair.society)
         shutil.rmtree(state, ignore_errors=True)
         if settings.kafka_bootstrap:
-            asyncio.run(_drop_topics(settings.kafka_bootstrap, pair.society))
+            asyncio.run(drop_topics(settings.kafka_bootstrap, pair.society))
     started = run.row(pair, "started")
     with run.store() as store:
         store.write(started)  # first: from here on the society is this experiment's (a rerun may purge it)
@@ -280,23 +285,6 @@ def _verify(society: str, base: str, ids: set[str], base_ids: set[str]) -> None:
         f"{len(base_ids):,} in {base}; missing {len(missing):,} (first {', '.join(missing[:3]) or '-'}), "
         f"extra {len(extra):,} (first {', '.join(extra[:3]) or '-'})"
     )
-
-
-async def _drop_topics(bootstrap: str, society: str) -> None:
-    """Delete the pair's topics on a configured broker (best effort): a rerun starts from empty topics."""
-    from molt_society.runtime import kafka
-    from molt_society.schemas.topics import Role, topic_name
-
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        names = [topic_name(society, r) for r in Role if topic_name(society, r) in existing]
-        if names:
-            with contextlib.suppress(Exception):
-                await admin.delete_topics(names)
-    finally:
-        await admin.close()
 
 
 def _write_result(settings: Settings, name: str, console: Console) -> tuple[Path, Path]:

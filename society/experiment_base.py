@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from molt_society.runtime.brokers import Broker, start_broker
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.experiment import ExperimentSpec, ReplayBase
@@ -189,3 +192,53 @@ def run_pair(job: PairJob, on_tick: Callable[[int], None]) -> int:
         return copied
     finally:
         stack.stop()
+
+
+class StackPairs:
+    """The experiment's default pair runner: ``run_pair`` on the local stack, with one local broker for
+    every pair of the run when none is configured (``KAFKA_BOOTSTRAP``), started with the first pair
+    that runs, in ``<state>/.experiment-brokers/<experiment>``, and stopped, its log removed, by
+    ``close``. A broker per pair cost every pair about 5 s and 9 CPU-seconds (Apache Kafka's start and
+    stop). A pair's topics are deleted from it once the pair is stored; a rerun starts a new broker and
+    resumes from ClickHouse as before. Not supervised, as a pair's own broker was not: a broker that dies
+    fails the pair, and the rerun resumes it."""
+
+    def __init__(self, settings: Settings, experiment: str) -> None:
+        self.settings, self.experiment = settings, experiment
+        self.broker: Broker | None = None
+        self.run_dir = settings.state_dir / ".experiment-brokers" / experiment
+
+    def __call__(self, job: PairJob, on_tick: Callable[[int], None]) -> int:
+        if job.settings.kafka_bootstrap:
+            return run_pair(job, on_tick)
+        if self.broker is None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.broker = start_broker(self.settings, self.run_dir)
+        bootstrap = self.broker.bootstrap
+        s = job.settings.model_copy(update={"kafka_bootstrap": bootstrap})
+        copied = run_pair(dataclasses.replace(job, settings=s), on_tick)
+        asyncio.run(drop_topics(bootstrap, job.society))
+        return copied
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker = None
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+async def drop_topics(bootstrap: str, society: str) -> None:
+    """Delete a society's topics on the broker at ``bootstrap`` (best effort)."""
+    from molt_society.runtime import kafka
+    from molt_society.schemas.topics import Role, topic_name
+
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        names = [topic_name(society, r) for r in Role if topic_name(society, r) in existing]
+        if names:
+            with contextlib.suppress(Exception):
+                await admin.delete_topics(names)
+    finally:
+        await admin.close()
