@@ -83,7 +83,7 @@ test: $(STAMP) kafka browser kcat ## Run the whole test suite (unit + integratio
 	tests/suite.sh
 
 test-unit: $(STAMP) ## Unit tests only
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/unit
 
 test-integration: $(STAMP) kafka browser kcat ## Integration tests only (real brokers, chDB, Chromium, kcat), one at a time
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=40 tests/integration

@@ -60,7 +60,7 @@ stamp "lane 1 (faults, cluster, LLM, dashboard, clients, fuzz, then the Tansu pa
 lane1_pid=$!
 
 stamp "lane 2: the unit tests"
-"${PYTEST[@]}" --basetemp="$OUT/unit-tmp" -n 2 --durations=10 tests/unit || failed+=("unit tests")
+"${PYTEST[@]}" --basetemp="$OUT/unit-tmp" -n 2 --dist loadgroup --durations=10 tests/unit || failed+=("unit tests")
 stamp "lane 2: the report on every sample, the README test, the other integration tests"
 "${PYTEST[@]}" "${SLOW[@]}" --basetemp="$OUT/lane2-tmp" --durations=30 "${FIRST[@]}" "${lane2[@]}" ||
   failed+=("integration tests, lane 2")

@@ -7,6 +7,7 @@ importer, and compared with what the importer's events say.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import shutil
@@ -194,8 +195,15 @@ def test_known_sample_numbers() -> None:
     assert stats_of_events(detail).max_depth == 2
 
 
+@functools.cache
+def everything() -> Any:
+    """Every sample and the crawl, imported once per process (the two tests below share it)."""
+    return import_path(DATA, "moltbook")
+
+
+@pytest.mark.xdist_group("everything")  # one process imports it for both (tests/suite.sh: --dist loadgroup)
 def test_every_event_is_valid_sorted_and_accepted_by_the_stream_processor() -> None:
-    result = import_path(DATA, "moltbook")
+    result = everything()
     assert result.report.error_count == 0
     keys = [(e.occurred_at, e.event_id.int) for e in result.events]
     assert keys == sorted(keys)
@@ -491,8 +499,9 @@ def test_reimport_gives_identical_events(tmp_path: Path) -> None:
     assert first.report.to_dict()["totals"] == moved.report.to_dict()["totals"]
 
 
+@pytest.mark.xdist_group("everything")
 def test_reimport_of_everything_is_identical() -> None:
-    a = import_path(DATA, "moltbook")
+    a = everything()
     b = import_path(DATA, "moltbook")
     assert [encode_event(e) for e in a.events] == [encode_event(e) for e in b.events]
     assert a.report.to_dict() == b.report.to_dict()
