@@ -18,8 +18,8 @@ from molt_society.society.fork import save_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-TICKS = 8  # a tick of the LLM agents: 40-50 s on this machine alone, twice that beside make test's other lane
-LLM = 6  # three agents per model
+TICKS = 8  # a tick of the LLM agents: 25-35 s on this machine alone, twice that beside make test's other lane
+LLM = 4  # two agents per model (a call is about 9 s of the model server's time here: ~600 prompt tokens)
 KILL_AT, RESTART_AT = 3, 5  # killed as tick 3 is published, back at tick 5: calls of ticks 4-5 find it down
 
 
