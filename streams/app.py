@@ -10,8 +10,9 @@ One Faust worker process hosts, for one society:
   topic. Its state lives in Faust tables (changelog-backed), so a restarted or rebalanced worker resumes
   where the last one stopped. Updates are idempotent: a partial for a window already computed is ignored,
   and a repeated partial replaces an identical one. Windows are computed in order, and partials Faust
-  never handed to the agent are read back from the partials topic (``streams.window_order``). The agent takes the next partial only once the table
-  updates of the last one are acknowledged (``AckedTable``): Faust alone can commit a partial's offset
+  never handed to the agent are read back from the partials topic (``streams.window_order``). The agent
+  takes the next partial only once the table updates of the last one are acknowledged (``AckedTable``):
+  Faust alone can commit a partial's offset
   before its update reaches the changelog, and a worker killed then lost that partial for good (the
   window never completed and the run never drained; CI, stop 35);
 - the aggregate watch: a partial the agent has been on for ``AGGREGATE_STALL_S`` (waiting on the broker, a
@@ -172,6 +173,7 @@ class Aggregator:
         self.partitions = 1  # of the actions topic, and the window length: as the partials say
         self.window_us = int(settings.window_seconds * 1_000_000)
         self.first_checked: set[int] = set()  # first windows checked for earlier partials not taken
+        self.holes_read: set[int] = set()  # windows whose missing partials were read back from the topic
 
     def load_memory(self) -> InfluenceMemory:
         raw = self.influence.get("memory")
@@ -218,9 +220,11 @@ class Aggregator:
         if nxt is None:
             return False
         first = memory.last_window_us is None and nxt.start_us not in self.first_checked
-        if nxt.hole or (nxt.ready and first):
+        hole = nxt.hole and nxt.start_us not in self.holes_read  # read back once; then as they come
+        if hole or (nxt.ready and first):
             self.first_checked.add(nxt.start_us)
-            if nxt.hole:
+            if hole:
+                self.holes_read.add(nxt.start_us)
                 log.warning(
                     "aggregate.partials_not_taken",
                     window_start_us=nxt.start_us,
@@ -231,7 +235,7 @@ class Aggregator:
             found = await self._read_back(ReadBack(nxt.start_us, nxt.missing, earlier=first))
             if found:
                 return True
-            if nxt.hole:
+            if hole:
                 log.error(
                     "aggregate.window_incomplete",
                     window_start_us=nxt.start_us,
