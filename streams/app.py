@@ -57,7 +57,7 @@ from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams import snapshots
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.processor import ActionProcessor
-from molt_society.streams.window_order import ReadBack, next_window, pending_windows
+from molt_society.streams.window_order import ReadBack, earliest_window, next_window
 
 log = get_logger(__name__)
 
@@ -174,6 +174,7 @@ class Aggregator:
         self.window_us = int(settings.window_seconds * 1_000_000)
         self.first_checked: set[int] = set()  # first windows checked for earlier partials not taken
         self.holes_read: set[int] = set()  # windows whose missing partials were read back from the topic
+        self.recent: int | None = None  # the window of the partial taken last
 
     def load_memory(self) -> InfluenceMemory:
         raw = self.influence.get("memory")
@@ -207,6 +208,7 @@ class Aggregator:
         await self.pending.settled()
         self.partitions = partial["partitions"]
         self.window_us = partial["window_end_us"] - start
+        self.recent = start
         while await self._next():
             pass
 
@@ -214,8 +216,14 @@ class Aggregator:
         """Compute the next window if its partials are all there, reading back from the topic what a hole
         or the first window lacks; True when there may be more to do."""
         memory = self.load_memory()
+        last = memory.last_window_us
         nxt = next_window(
-            memory.last_window_us, self.window_us, pending_windows(self.pending.keys()), self.partitions
+            last,
+            self.window_us,
+            self.partitions,
+            lambda start, q: self.pending.get(f"{start}:{q}") is not None,
+            earliest=earliest_window(self.pending.keys()) if last is None else None,
+            recent=self.recent,
         )
         if nxt is None:
             return False

@@ -18,7 +18,7 @@ window whose partials were all dropped would otherwise be taken for one that nev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
@@ -28,7 +28,7 @@ class Next:
 
     start_us: int
     missing: frozenset[int]  # partitions whose partial of it is not pending
-    later_complete: int | None  # the first later window whose partials are all pending
+    later_complete: int | None  # a later window whose partials are all pending
 
     @property
     def ready(self) -> bool:
@@ -40,28 +40,32 @@ class Next:
         return bool(self.missing) and self.later_complete is not None
 
 
-def pending_windows(keys: Iterable[str]) -> dict[int, set[int]]:
-    """Window start -> the partitions whose partial is pending, from the table's ``"<start>:<partition>"``
-    keys."""
-    out: dict[int, set[int]] = {}
-    for key in keys:
-        start, _, partition = key.partition(":")
-        out.setdefault(int(start), set()).add(int(partition))
-    return out
+def earliest_window(keys: Iterable[str]) -> int | None:
+    """The earliest window with a pending partial, from the table's ``"<start>:<partition>"`` keys (needed
+    only before the first window is computed: a scan of every key)."""
+    return min((int(key.partition(":")[0]) for key in keys), default=None)
 
 
 def next_window(
-    last_us: int | None, window_us: int, waiting: dict[int, set[int]], partitions: int
+    last_us: int | None,
+    window_us: int,
+    partitions: int,
+    has: Callable[[int, int], bool],
+    *,
+    earliest: int | None,
+    recent: int | None,
 ) -> Next | None:
-    """The window after ``last_us`` (the earliest pending one before any was computed); None when nothing
-    after ``last_us`` is pending."""
-    after = {s: ps for s, ps in waiting.items() if last_us is None or s > last_us}
-    if not after:
+    """The window after ``last_us`` (``earliest``, the earliest pending one, before any was computed; None
+    when there is none). ``has(start, partition)``: whether that partial is pending. ``recent``: the window
+    of the partial just taken, the later window looked at for completeness (a window completes when its
+    last partial is taken, so a hole shows then; O(partitions) per partial, never a scan of the table)."""
+    start = earliest if last_us is None else last_us + window_us
+    if start is None:
         return None
-    start = min(after) if last_us is None else last_us + window_us
-    every = frozenset(range(partitions))
-    complete = sorted(s for s, ps in after.items() if s > start and every <= ps)
-    return Next(start, every - frozenset(after.get(start, ())), complete[0] if complete else None)
+    every = range(partitions)
+    missing = frozenset(q for q in every if not has(start, q))
+    later = recent is not None and recent > start and all(has(recent, q) for q in every)
+    return Next(start, missing, recent if later else None)
 
 
 @dataclass

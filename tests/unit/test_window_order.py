@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from molt_society.streams.window_order import ReadBack, next_window, pending_windows
+from collections.abc import Callable
+
+from molt_society.streams.window_order import ReadBack, earliest_window, next_window
 
 W = 600
 
 
-def test_pending_windows_groups_the_table_keys() -> None:
-    assert pending_windows(["1200:0", "600:1", "1200:3"]) == {1200: {0, 3}, 600: {1}}
+def _has(pending: dict[int, set[int]]) -> Callable[[int, int], bool]:
+    return lambda start, q: q in pending.get(start, set())
+
+
+def test_the_earliest_window_is_read_from_the_table_keys() -> None:
+    assert earliest_window(["1200:0", "600:1", "1200:3"]) == 600
+    assert earliest_window([]) is None
 
 
 def test_the_first_window_is_the_earliest_pending() -> None:
-    nxt = next_window(None, W, {1200: {0, 1}, 600: {1}}, 2)
+    pending = {1200: {0, 1}, 600: {1}}
+    nxt = next_window(None, W, 2, _has(pending), earliest=600, recent=1200)
     assert nxt is not None
     assert (nxt.start_us, nxt.missing, nxt.later_complete) == (600, frozenset({0}), 1200)
     assert nxt.hole
@@ -20,7 +28,7 @@ def test_the_first_window_is_the_earliest_pending() -> None:
 
 
 def test_the_window_after_the_last_waits_until_complete() -> None:
-    nxt = next_window(600, W, {1200: {0}, 1800: {0}}, 2)
+    nxt = next_window(600, W, 2, _has({1200: {0}, 1800: {0}}), earliest=None, recent=1800)
     assert nxt is not None
     assert (nxt.start_us, nxt.missing, nxt.later_complete) == (1200, frozenset({1}), None)
     assert not nxt.hole
@@ -28,16 +36,19 @@ def test_the_window_after_the_last_waits_until_complete() -> None:
 
 
 def test_a_later_complete_window_never_goes_first() -> None:
-    nxt = next_window(600, W, {1800: {0, 1}}, 2)  # nothing of 1200 pending at all
+    nxt = next_window(600, W, 2, _has({1800: {0, 1}}), earliest=None, recent=1800)  # nothing of 1200
     assert nxt is not None
     assert nxt.start_us == 1200
     assert nxt.missing == frozenset({0, 1})
     assert nxt.later_complete == 1800
 
 
-def test_nothing_after_the_last_is_nothing_to_do() -> None:
-    assert next_window(1200, W, {600: {0, 1}, 1200: {0}}, 2) is None
-    assert next_window(None, W, {}, 2) is None
+def test_a_ready_window_and_nothing_pending() -> None:
+    nxt = next_window(600, W, 2, _has({1200: {0, 1}}), earliest=None, recent=1200)
+    assert nxt is not None
+    assert nxt.ready
+    assert not nxt.hole
+    assert next_window(None, W, 2, _has({}), earliest=None, recent=None) is None
 
 
 def test_read_back_keeps_what_is_missing_and_stops_once_each_partition_shows_an_earlier_window() -> None:
