@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from molt_society.runtime.brokers import Broker, start_broker
+from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.experiment import ExperimentSpec, ReplayBase
@@ -47,6 +48,8 @@ from molt_society.society.stack import LocalStack
 
 if TYPE_CHECKING:
     from molt_society.replay.source import Source
+
+log = get_logger(__name__)
 
 
 class ExperimentError(RuntimeError):
@@ -194,6 +197,9 @@ def run_pair(job: PairJob, on_tick: Callable[[int], None]) -> int:
         stack.stop()
 
 
+DROP_TOPICS_S = 30.0
+
+
 class StackPairs:
     """The experiment's default pair runner: ``run_pair`` on the local stack, with one local broker for
     every pair of the run when none is configured (``KAFKA_BOOTSTRAP``), started with the first pair
@@ -211,13 +217,25 @@ class StackPairs:
     def __call__(self, job: PairJob, on_tick: Callable[[int], None]) -> int:
         if job.settings.kafka_bootstrap:
             return run_pair(job, on_tick)
+        if self.broker is not None and (code := self.broker.exited()) is not None:
+            log.warning(
+                "experiment.broker_lost",
+                experiment=self.experiment,
+                pid=self.broker.pid,
+                exit_status=code,
+                action="starting another for the next pair (it runs from ClickHouse's history)",
+            )
+            self.broker = None
         if self.broker is None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self.broker = start_broker(self.settings, self.run_dir)
         bootstrap = self.broker.bootstrap
         s = job.settings.model_copy(update={"kafka_bootstrap": bootstrap})
         copied = run_pair(dataclasses.replace(job, settings=s), on_tick)
-        asyncio.run(drop_topics(bootstrap, job.society))
+        try:  # the pair is stored: freeing its topics is best effort and never fails it
+            asyncio.run(asyncio.wait_for(drop_topics(bootstrap, job.society), DROP_TOPICS_S))
+        except Exception as exc:
+            log.warning("experiment.topics_kept", society=job.society, error=repr(exc))
         return copied
 
     def close(self) -> None:

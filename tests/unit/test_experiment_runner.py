@@ -365,3 +365,57 @@ def test_spec_hash_ignores_formatting() -> None:
     b = parse_spec({"arms": [{"name": "c", "control": True}, {"name": "t"}], "seeds": [0, 1], "ticks": 1,
                     "base": {"at": 1, "society": "b"}, "name": "x"})  # fmt: skip
     assert runner_mod.spec_hash(a) == runner_mod.spec_hash(b)
+
+
+def test_the_pairs_share_one_broker_and_a_dead_one_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``StackPairs``: one local broker for the pairs (started with the first), another when it died, the
+    pair's own settings pointed at it; a failure to delete a stored pair's topics does not fail the pair."""
+    from molt_society.society import experiment_base as eb
+
+    class FakeBroker:
+        def __init__(self, n: int) -> None:
+            self.bootstrap, self.pid, self.stopped = f"127.0.0.1:{9000 + n}", 100 + n, False
+            self.code: int | None = None
+
+        def exited(self) -> int | None:
+            return self.code
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    started: list[FakeBroker] = []
+    ran: list[str | None] = []
+
+    def start_broker(settings: Settings, run_dir: Path) -> FakeBroker:
+        assert run_dir == tmp_path / "state" / ".experiment-brokers" / "exp"
+        started.append(FakeBroker(len(started)))
+        return started[-1]
+
+    async def drop_topics(bootstrap: str, society: str) -> None:
+        raise OSError("broker away")
+
+    monkeypatch.setattr(eb, "start_broker", start_broker)
+
+    def run_pair(job: PairJob, on_tick: Any) -> int:
+        ran.append(job.settings.kafka_bootstrap)
+        return 7
+
+    monkeypatch.setattr(eb, "run_pair", run_pair)
+    monkeypatch.setattr(eb, "drop_topics", drop_topics)
+    settings = Settings(state_dir=tmp_path / "state", kafka_bootstrap=None)
+    job = PairJob("exp.a.s0", settings, None, 3, {})  # type: ignore[arg-type]
+    pairs = eb.StackPairs(settings, "exp")
+    assert pairs(job, lambda t: None) == 7
+    assert pairs(job, lambda t: None) == 7
+    started[0].code = -9  # killed between two pairs
+    assert pairs(job, lambda t: None) == 7
+    assert ran == [started[0].bootstrap, started[0].bootstrap, started[1].bootstrap]
+    assert len(started) == 2
+    pairs.close()
+    assert started[1].stopped
+    configured = settings.model_copy(update={"kafka_bootstrap": "10.0.0.1:9092"})
+    assert eb.StackPairs(configured, "exp")(PairJob("x", configured, None, 3, {}), lambda t: None) == 7  # type: ignore[arg-type]
+    assert ran[-1] == "10.0.0.1:9092"
+    assert len(started) == 2  # a configured broker: none started
