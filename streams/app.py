@@ -227,7 +227,7 @@ class Aggregator:
         )
         if nxt is None:
             return False
-        first = memory.last_window_us is None and nxt.start_us not in self.first_checked
+        first = last is None and nxt.start_us not in self.first_checked
         hole = nxt.hole and nxt.start_us not in self.holes_read  # read back once; then as they come
         if hole or (nxt.ready and first):
             self.first_checked.add(nxt.start_us)
@@ -275,11 +275,10 @@ class Aggregator:
                         continue
                     p: control.WindowPartial = control.loads(rec.value)
                     key = f"{p['window_start_us']}:{p['partition']}"
+                    # all kept windows are after the last computed (``_next`` asks for those only)
                     if want.keep(p["window_start_us"], p["partition"]) and self.pending.get(key) is None:
-                        memory = self.load_memory()
-                        if memory.last_window_us is None or p["window_start_us"] > memory.last_window_us:
-                            self.pending[key] = rec.value
-                            added += 1
+                        self.pending[key] = rec.value
+                        added += 1
                 hi = lo
         finally:
             await reader.stop()
