@@ -282,13 +282,18 @@ def published_cox(d: Diffusion, s: Structure, hours: FloatArray) -> CoxResult | 
     if np.unique(x).size < 2:
         return "every adopter has the same exposure: no variation to model"
     fit = efron_cox(x, t)
-    if fit is None or not math.isfinite(fit.coef) or abs(fit.coef) > MAX_LOG_HR:
-        return "the Cox model did not converge (the exposure coefficient diverges)"
+    diverges = "the Cox model did not converge (the exposure coefficient diverges)"
+    if fit is None:
+        return diverges
     z = float(stats.norm.ppf(0.975))
     lo, hi = fit.coef - z * fit.se, fit.coef + z * fit.se
-    if max(abs(lo), abs(hi)) > MAX_LOG_HR:
-        return "the Cox model did not converge (the exposure coefficient diverges)"
-    p = float(stats.chi2.sf((fit.coef / fit.se) ** 2, 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = float(stats.chi2.sf((fit.coef / fit.se) ** 2, 1))
+    if (
+        not all(math.isfinite(v) for v in (fit.coef, lo, hi, p))
+        or max(abs(fit.coef), abs(lo), abs(hi)) > MAX_LOG_HR
+    ):
+        return diverges
     concordance = float(concordance_index(t, -np.exp(fit.coef * (x - x.mean())), np.ones(t.size)))
     rows = int(keep.sum())
     return CoxResult(fit.coef, math.exp(fit.coef), math.exp(lo), math.exp(hi), p, concordance, rows, rows)
