@@ -32,6 +32,7 @@ from molt_society.importers.builder import Builder
 from molt_society.importers.files import read_file
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport, ImportReport
+from molt_society.importers.scratch import Scratch
 from molt_society.importers.snapshots import snapshot_time
 from molt_society.importers.spill import RUN_SIZE, SortedSpill
 from molt_society.schemas.events import Event
@@ -80,7 +81,7 @@ def _link_reason(path: Path, inside: Path, *, folder_link: bool) -> str:
     return ""  # a link to a file inside the folder: read
 
 
-def _records(path: Path, society: str) -> tuple[Path, list[FileRecords]]:
+def _records(path: Path, society: str, store: Scratch) -> tuple[Path, list[FileRecords]]:
     if not _SOCIETY.match(society):
         raise ValueError(f"society {society!r} is not a valid id ([A-Za-z0-9_.:@-], at most 128)")
     root = Path(path)
@@ -94,17 +95,17 @@ def _records(path: Path, society: str) -> tuple[Path, list[FileRecords]]:
             skipped.report.skip_reason = reason
             records.append(skipped)
             continue
-        for rec in _read_entry(file, name, 0):
+        for rec in _read_entry(file, name, 0, store):
             rec.snapshot_at = snapshot_time(rec.report.file)
             records.append(rec)
     return root, records
 
 
-def _read_entry(file: Path, name: str, depth: int) -> Iterator[FileRecords]:
+def _read_entry(file: Path, name: str, depth: int, store: Scratch) -> Iterator[FileRecords]:
     """The records of one file, or of each file of a container (``importers.containers``)."""
     kind = containers.kind_of(file) if depth < containers.MAX_NESTING else None
     if kind is None:
-        yield read_file(file, name)
+        yield read_file(file, name, store)
         return
     with tempfile.TemporaryDirectory(prefix="society-unpack-") as tmp:
         try:
@@ -115,7 +116,7 @@ def _read_entry(file: Path, name: str, depth: int) -> Iterator[FileRecords]:
                     skipped.report.skip_reason = why
                     yield skipped
                     continue
-                yield from _read_entry(path, label, depth + 1)
+                yield from _read_entry(path, label, depth + 1, store)
                 path.unlink()  # the disk a member took is freed once it is read
         except containers.ContainerError as exc:
             broken = FileRecords(FileReport(name))
@@ -135,9 +136,13 @@ def import_path(path: Path, society: str) -> ImportResult:
 
 def _build(path: Path, society: str, spill: SortedSpill | None) -> tuple[list[Event], ImportReport]:
     """Read every file of ``path`` and make the events (kept, or written to ``spill``); the report."""
-    root, records = _records(path, society)
-    builder = Builder(society, records, spill)
-    events = builder.build()
+    store = Scratch()
+    try:
+        root, records = _records(path, society, store)
+        builder = Builder(society, records, store, spill)
+        events = builder.build()
+    finally:
+        store.close()
     report = ImportReport(str(root), society, [r.report for r in records], builder.notes)
     return events, report
 
@@ -157,8 +162,7 @@ class ImportStream:
 def import_stream(path: Path, society: str, *, run_size: int = RUN_SIZE) -> ImportStream:
     """``import_path`` for dumps of any size: the events are not kept as objects but written, encoded,
     to an external sort (``importers.spill``), so they cost a few hundred bytes each on disk, not
-    kilobytes in memory. The records of the dump are still held while the events are made (ids must be
-    de-duplicated and threads resolved across files)."""
+    kilobytes in memory; the records they are made from are on disk too (``importers.scratch``)."""
     spill = SortedSpill(run_size)
     _, report = _build(path, society, spill)
     return ImportStream(spill, report)

@@ -50,7 +50,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -59,6 +58,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from molt_society.importers import scratch
 from molt_society.importers.records import (
     AgentRecord,
     Author,
@@ -71,8 +71,9 @@ from molt_society.importers.records import (
     sanitise_id,
 )
 from molt_society.importers.report import FileReport
+from molt_society.importers.scratch import Row, Scratch
 from molt_society.importers.spill import SortedSpill
-from molt_society.schemas.control import to_us
+from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.events import (
     AgentFollowed,
     AgentFollowedBody,
@@ -149,36 +150,86 @@ class _Agent:
 
 
 class Builder:
-    """Turns the records of all files of one import into events, reporting into each file's entry."""
+    """Turns the records of all files of one import into events, reporting into each file's entry.
 
-    def __init__(self, society: str, files: list[FileRecords], spill: SortedSpill | None = None) -> None:
+    The records are in ``store`` (``importers.scratch``), on disk: what the builder holds in memory is one
+    record at a time plus what grows with the number of agents and submolts (not with posts or
+    comments), and the ids of records that could not be read or made no event."""
+
+    def __init__(
+        self, society: str, files: list[FileRecords], store: Scratch, spill: SortedSpill | None = None
+    ) -> None:
         """``spill``: where the events go, encoded and sorted on disk (``import_stream``); without it
         they are kept as models in ``events`` (``import_path``)."""
         self.society = society
         self.files = files
+        self.store = store
         self.reports: dict[str, FileReport] = {f.report.file: f.report for f in files}
         self.events: list[Event] = []
         self.spill = spill
         self.notes: list[str] = []
         self.unreadable_posts: set[str] = set()
         self.unreadable_comments: set[str] = set()
+        self.failed_comments: set[str] = set()
+        """Comments resolved into a thread that made no event (their replies are "parent skipped")."""
         self.snapshot_of = {f.report.file: f.snapshot_at for f in files}
         self.series = len({f.snapshot_at for f in files if f.snapshot_at is not None}) >= 2
         if self.series:  # earliest snapshot first (files without a snapshot time before all), stable
             self.files = sorted(files, key=lambda f: f.snapshot_at or EARLIEST)
-        # "<kind>:<id>" -> (snapshot time, counts, origin) of its copies in later snapshots
-        self.later: dict[str, list[tuple[datetime, Counts, Origin]]] = defaultdict(list)
+        store.series = self.series
+        self._told: list[tuple[int, int, int, int, int, str, str, str]] | None = None
+        self._told_at = (0, 0)  # (snap, seq) of the copy being compared
+        self._told_n = 0
+        self._has_later = False  # whether a copy in a later snapshot was seen (table ``later``)
         for f in files:
             self.unreadable_posts |= f.unreadable_posts
             self.unreadable_comments |= f.unreadable_comments
+        self._file_no = {name: i for i, name in enumerate(store.files)}
+        self._acts: list[tuple[int, int, str, str | None, str | None, str | None, int, str]] = []
+        self._act_seq = 0
+        self._first_post: dict[str, tuple[datetime, int, PostRecord]] = {}  # submolt -> its first post
+        self._counted = [0, 0]  # posts giving comment_count, their positive counts' sum
+        self._posts_emitted = 0
+        self._comments_emitted = 0
 
     # --- helpers ----------------------------------------------------------------------------------
 
     def _skip(self, origin: Origin, reason: str, detail: str = "") -> None:
+        if self._told is not None:
+            self._tell(1, origin, reason, detail)
+            return
         self.reports[origin.file].skip(reason, origin.position, detail)
 
     def _note(self, origin: Origin, reason: str, detail: str = "") -> None:
+        if self._told is not None:
+            self._tell(0, origin, reason, detail)
+            return
         self.reports[origin.file].note(reason, origin.position, detail)
+
+    def _tell(self, skip: int, origin: Origin, reason: str, detail: str) -> None:
+        """Keep a skip or note of the de-duplication, reported later in read order (``_retell``)."""
+        assert self._told is not None
+        snap, seq = self._told_at
+        self._told_n += 1
+        row = (snap, seq, self._told_n, skip, self._file_no[origin.file], origin.position, reason, detail)
+        self._told.append(row)
+        if len(self._told) >= scratch.BATCH:
+            self.store.db.executemany("INSERT INTO told VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._told)
+            self._told.clear()
+
+    def _retell(self) -> None:
+        """Report what the de-duplication kept back, in the order the records were read (the report's
+        examples are the first copies met, as a reader of the files would meet them)."""
+        told, self._told = self._told, None
+        assert told is not None
+        db = self.store.db
+        db.executemany("INSERT INTO told VALUES (?, ?, ?, ?, ?, ?, ?, ?)", told)
+        order = f"{self.store.order()}, n"
+        for skip, file, position, reason, detail in self.store.rows(
+            f"SELECT skip, file, position, reason, detail FROM told ORDER BY {order}"
+        ):
+            (self._skip if skip else self._note)(self.store.origin(file, position), reason, detail)
+        db.execute("DELETE FROM told")
 
     def _emit(self, origin: Origin, event: Event, wire: bytes | None = None) -> None:
         """Keep ``event`` (``wire``: its encoding, when already made)."""
@@ -241,54 +292,132 @@ class Builder:
             )
         return event, wire
 
+    def _act(self, at: datetime, author: Author | None, actor: str, origin: Origin) -> None:
+        """Remember an emitted post's or comment's author for the registrations (``_authors``)."""
+        if author is None:
+            return
+        self._act_seq += 1
+        a, file, position = author, self._file_no[origin.file], origin.position
+        self._acts.append((to_us(at), self._act_seq, actor, a.id, a.name, a.description, file, position))
+        if len(self._acts) >= scratch.BATCH:
+            self._flush_acts()
+
+    def _flush_acts(self) -> None:
+        self.store.db.executemany("INSERT INTO act VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._acts)
+        self._acts.clear()
+
     # --- dedupe -----------------------------------------------------------------------------------
 
-    def _dedupe(self, kind: str, records: list[R]) -> dict[str, R]:
-        """The first copy of each id, completed with fields only later identical copies give.
+    def _dedupe(self, kind: str, read: Callable[[Row], R], blob: Callable[[R], bytes]) -> None:
+        """Mark every copy of an id but the first as ``dup``; complete the first with fields only later
+        identical copies give (written back to its ``rec``).
 
         Two copies are compared on the fields both give (a field one copy lacks is no difference;
         authors by id when both have one, else by name). A later copy that differs is a conflict (first
         kept); one that agrees is a duplicate, and fills in ``None`` fields of the kept copy that are
-        simple values (title, content, author, submolt), never its thread position.
+        simple values (title, content, author, submolt), never its thread position. Only ids with more
+        than one copy are read (an index on ``id`` finds them).
         """
-        kept: dict[str, R] = {}
-        for rec in records:
-            first = kept.get(rec.id)
-            if first is None:
-                kept[rec.id] = rec
+        db, order = self.store.db, self.store.order("t")
+        cols = (
+            "t.id, t.created, t.file, r.rec"
+            if kind == "post"
+            else ("t.id, t.post_id, t.parent_id, t.created, t.file, r.rec")
+        )
+        db.execute(f"CREATE TABLE {kind}_fill (seq INTEGER PRIMARY KEY, rec BLOB NOT NULL)")
+        db.execute(f"CREATE TABLE {kind}_drop (seq INTEGER PRIMARY KEY)")
+        query = (
+            f"SELECT t.snap, t.seq, {cols} FROM {kind} t JOIN {kind}_rec r ON r.seq = t.seq WHERE t.id IN "
+            f"(SELECT id FROM {kind} GROUP BY id HAVING count(*) > 1) ORDER BY t.id, {order}"
+        )
+        first: R | None = None
+        first_seq = 0
+        filled = False
+        drops: list[tuple[int]] = []
+        fills: list[tuple[int, bytes]] = []
+
+        def done() -> None:
+            if first is not None and filled:
+                fills.append((first_seq, blob(first)))
+            if len(fills) >= scratch.BATCH:
+                db.executemany(f"INSERT INTO {kind}_fill VALUES (?, ?)", fills)
+                fills.clear()
+
+        self._told = []
+        for row in self.store.rows(query):
+            rec = read(row[2:])
+            if first is None or rec.id != first.id:
+                done()
+                first, first_seq, filled = rec, row[1], False
                 continue
-            where = f"first copy: {first.origin.file} {first.origin.position}"
-            a, b = first.identity(), rec.identity()
-            differ = sorted(k for k in a if not _same(a[k], b[k]))
-            if differ:
-                self._skip(
-                    rec.origin,
-                    f"conflict: {kind} id seen before with different content (first kept)",
-                    f"{rec.id}: {', '.join(differ)} differ; {where}",
-                )
-                continue
-            later = self._later_snapshot(first.origin, rec.origin)
-            if later is not None:
-                self.later[f"{kind}:{rec.id}"].append((later, rec.counts, rec.origin))
-            filled = {k: getattr(rec, k) for k in _FILLABLE if getattr(first, k, 0) is None}
-            filled = {k: v for k, v in filled.items() if v is not None}
-            if filled:
-                kept[rec.id] = dataclasses.replace(first, **filled)
-                self._note(
-                    rec.origin,
-                    f"duplicate {kind} id gives fields the first copy lacks (filled in)",
-                    f"{rec.id}: {', '.join(sorted(filled))}; {where}",
-                )
-            if later is not None:
-                self._note(rec.origin, f"{kind} seen again in a later snapshot (its count changes tallied)")
-            elif first.counts != rec.counts:
-                self._skip(
-                    rec.origin,
-                    f"duplicate {kind} id, vote/comment counts differ (first snapshot kept)",
-                    f"{rec.id}; {where}",
-                )
-            else:
-                self._skip(rec.origin, f"duplicate {kind} id (same record)", f"{rec.id}; {where}")
+            drops.append((row[1],))
+            self._told_at = (row[0], row[1])
+            kept = self._same_copy(kind, first, rec)
+            if kept is not first:
+                first, filled = kept, True
+            if len(drops) >= scratch.BATCH:
+                db.executemany(f"INSERT INTO {kind}_drop VALUES (?)", drops)
+                drops.clear()
+        done()
+        self._retell()
+        db.executemany(f"INSERT INTO {kind}_drop VALUES (?)", drops)
+        db.executemany(f"INSERT INTO {kind}_fill VALUES (?, ?)", fills)
+        db.execute(f"UPDATE {kind} SET dup = 1 WHERE seq IN (SELECT seq FROM {kind}_drop)")
+        db.execute(
+            f"UPDATE {kind}_rec SET rec = (SELECT f.rec FROM {kind}_fill f WHERE f.seq = {kind}_rec.seq) "
+            f"WHERE seq IN (SELECT seq FROM {kind}_fill)"
+        )
+
+    def _same_copy(self, kind: str, first: R, rec: R) -> R:
+        """Report a later copy ``rec`` of ``first``; the kept copy (``first``, or ``first`` completed)."""
+        where = f"first copy: {first.origin.file} {first.origin.position}"
+        a, b = first.identity(), rec.identity()
+        differ = sorted(k for k in a if not _same(a[k], b[k]))
+        if differ:
+            self._skip(
+                rec.origin,
+                f"conflict: {kind} id seen before with different content (first kept)",
+                f"{rec.id}: {', '.join(differ)} differ; {where}",
+            )
+            return first
+        later = self._later_snapshot(first.origin, rec.origin)
+        if later is not None:
+            c = rec.counts
+            self.store.db.execute(
+                "INSERT INTO later VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kind,
+                    rec.id,
+                    to_us(later),
+                    c.upvotes,
+                    c.downvotes,
+                    c.score,
+                    c.comment_count,
+                    self._file_no[rec.origin.file],
+                    rec.origin.position,
+                ),
+            )
+            self._has_later = True
+        kept = first
+        filled = {k: getattr(rec, k) for k in _FILLABLE if getattr(first, k, 0) is None}
+        filled = {k: v for k, v in filled.items() if v is not None}
+        if filled:
+            kept = dataclasses.replace(first, **filled)
+            self._note(
+                rec.origin,
+                f"duplicate {kind} id gives fields the first copy lacks (filled in)",
+                f"{rec.id}: {', '.join(sorted(filled))}; {where}",
+            )
+        if later is not None:
+            self._note(rec.origin, f"{kind} seen again in a later snapshot (its count changes tallied)")
+        elif first.counts != rec.counts:
+            self._skip(
+                rec.origin,
+                f"duplicate {kind} id, vote/comment counts differ (first snapshot kept)",
+                f"{rec.id}; {where}",
+            )
+        else:
+            self._skip(rec.origin, f"duplicate {kind} id (same record)", f"{rec.id}; {where}")
         return kept
 
     def _later_snapshot(self, first: Origin, copy: Origin) -> datetime | None:
@@ -302,24 +431,63 @@ class Builder:
 
     def build(self) -> list[Event]:
         """All events, sorted by (occurred_at, event_id) (none when they went to the spill)."""
-        all_posts = [p for f in self.files for p in f.posts]
-        all_comments = [c for f in self.files for c in f.comments]
-        posts = self._dedupe("post", all_posts)
-        comments = self._dedupe("comment", all_comments)
-
-        emitted_posts: dict[str, tuple[PostRecord, str]] = {}  # id -> (record, actor)
-        for rec in posts.values():
-            actor = self._post(rec)
-            if actor is not None:
-                emitted_posts[rec.id] = (rec, actor)
-        emitted_comments = self._comments(comments, emitted_posts)
-        self._tallies(emitted_posts, emitted_comments)
-        self._agents(emitted_posts, emitted_comments)
-        self._submolts(emitted_posts)
+        store, db = self.store, self.store.db
+        store.flush()
+        db.executescript(
+            """
+            CREATE INDEX post_by_id ON post (id);
+            CREATE INDEX comment_by_id ON comment (id);
+            CREATE INDEX comment_by_parent ON comment (parent_id);
+            CREATE TABLE act (at INTEGER, seq INTEGER, actor TEXT, aid TEXT, name TEXT, descr TEXT,
+                file INTEGER, position TEXT);
+            CREATE TABLE bad_post (id TEXT PRIMARY KEY);
+            CREATE TABLE told (snap INTEGER, seq INTEGER, n INTEGER, skip INTEGER, file INTEGER,
+                position TEXT, reason TEXT, detail TEXT);
+            CREATE TABLE later (kind TEXT, id TEXT, at INTEGER, up INTEGER, down INTEGER, score INTEGER,
+                cc INTEGER, file INTEGER, position TEXT);
+            """
+        )
+        self._dedupe("post", store.post, store.post_blob)
+        self._dedupe("comment", store.comment, store.comment_blob)
+        db.execute("CREATE INDEX later_by_target ON later (kind, id, at)")
+        self._posts()
+        self._resolve()
+        self._comments()
+        self._flush_acts()
+        self._agents()
+        self._submolts()
         self._follows()
-        self._summary(emitted_posts, emitted_comments)
+        self._summary()
         self.events.sort(key=lambda e: (e.occurred_at, e.event_id.int))
         return self.events
+
+    def _posts(self) -> None:
+        """Emit every kept post (with its tallies), in read order."""
+        store = self.store
+        query = (
+            "SELECT t.id, t.created, t.file, r.rec FROM post t JOIN post_rec r ON r.seq = t.seq "
+            f"WHERE t.dup = 0 ORDER BY {store.order('t')}"
+        )
+        bad: list[tuple[str]] = []
+        for row in store.rows(query):
+            rec = store.post(row)
+            actor = self._post(rec)
+            if actor is None:
+                bad.append((rec.id,))
+                continue
+            self._posts_emitted += 1
+            self._post_tallies(rec)
+            self._act(rec.created_at, rec.author, actor, rec.origin)
+            if rec.submolt is not None:
+                key = sanitise_id(rec.submolt.name)
+                known = self._first_post.get(key)
+                if known is None or rec.created_at < known[0]:
+                    self._first_post[key] = (rec.created_at, self._posts_emitted, rec)
+            count = rec.counts.comment_count
+            if count is not None:
+                self._counted[0] += 1
+                self._counted[1] += max(count, 0)
+        store.db.executemany("INSERT INTO bad_post VALUES (?)", bad)
 
     def _post(self, rec: PostRecord) -> str | None:
         """Emit a post; its actor, or None when it could not be made a valid event."""
@@ -354,10 +522,111 @@ class Builder:
         self._emit(o, event, wire)
         return actor
 
-    def _resolve(self, comments: dict[str, CommentRecord], posts: set[str]) -> dict[str, _Resolved]:
-        """Depth of every comment from its parent chain, or the reason it is skipped (no recursion)."""
-        result: dict[str, _Resolved] = {}
-        for start in comments:
+    def _resolve(self) -> None:
+        """Depth of every kept comment from its parent chain (``depth``, and ``replied_at``: the time of
+        the post or comment it replies to), or the reason
+        it is skipped (``reason``), level by level in SQL: a comment's depth is known once its parent's is.
+
+        Top-level comments of an emitted post start (depth 1, or a flat export's ``source_depth + 1``);
+        each level's replies (same post) are the next. What no level reaches is skipped: its post is
+        missing or made no event, its parent is missing or in another post, it is deeper than
+        ``MAX_DEPTH``, its parent is skipped (transitively), or its parent chain is a cycle."""
+        db = self.store.db
+        db.executescript(
+            """
+            CREATE TABLE front (seq INTEGER PRIMARY KEY, id TEXT, post_id TEXT, depth INTEGER,
+                created INTEGER, replied_at INTEGER);
+            INSERT INTO front
+                SELECT c.seq, c.id, c.post_id, coalesce(c.src_depth + 1, 1), c.created, p.created
+                FROM comment c JOIN post p ON p.id = c.post_id AND p.dup = 0
+                WHERE c.dup = 0 AND c.parent_id IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM bad_post b WHERE b.id = c.post_id);
+            """
+        )
+        while True:
+            db.execute(
+                "UPDATE comment SET depth = f.depth, replied_at = f.replied_at FROM front f "
+                "WHERE comment.seq = f.seq"
+            )
+            db.executescript(
+                f"""
+                CREATE TABLE next AS
+                    SELECT c.seq, c.id, c.post_id, f.depth + 1 AS depth, c.created, f.created AS replied_at
+                    FROM front f JOIN comment c ON c.parent_id = f.id
+                    WHERE c.dup = 0 AND c.post_id = f.post_id;
+                UPDATE comment SET reason = 'deeper than {MAX_DEPTH:,}'
+                    WHERE seq IN (SELECT seq FROM next WHERE depth > {MAX_DEPTH});
+                DELETE FROM next WHERE depth > {MAX_DEPTH};
+                DROP TABLE front;
+                CREATE TABLE front (seq INTEGER PRIMARY KEY, id TEXT, post_id TEXT, depth INTEGER,
+                    created INTEGER, replied_at INTEGER);
+                INSERT INTO front SELECT * FROM next;
+                DROP TABLE next;
+                """
+            )
+            if db.execute("SELECT NOT EXISTS (SELECT 1 FROM front)").fetchone()[0]:
+                break
+        self._unresolved()
+
+    def _unresolved(self) -> None:
+        """The reasons of the kept comments no level reached (see ``_resolve``)."""
+        db, store = self.store.db, self.store
+        db.execute("CREATE TABLE why (seq INTEGER PRIMARY KEY, reason TEXT NOT NULL)")
+        query = """
+            SELECT c.seq, c.post_id, c.parent_id,
+                EXISTS (SELECT 1 FROM post p WHERE p.id = c.post_id AND p.dup = 0)
+                    AND NOT EXISTS (SELECT 1 FROM bad_post b WHERE b.id = c.post_id),
+                (SELECT p.post_id FROM comment p WHERE p.id = c.parent_id AND p.dup = 0)
+            FROM comment c WHERE c.dup = 0 AND c.depth IS NULL AND c.reason IS NULL
+        """
+        reasons: list[tuple[int, str]] = []
+        for seq, post_id, parent_id, post_ok, parent_post in store.rows(query):
+            if not post_ok:
+                why = "post skipped" if post_id in self.unreadable_posts else "post not in dump"
+            elif parent_id is None:
+                continue  # unreachable: a top-level comment of an emitted post has a depth
+            elif parent_post is None:
+                why = "parent skipped" if parent_id in self.unreadable_comments else "parent not in dump"
+            elif parent_post != post_id:
+                why = "parent is in another post"
+            else:
+                continue  # its parent is unresolved too: below
+            reasons.append((seq, why))
+            if len(reasons) >= scratch.BATCH:
+                db.executemany("INSERT INTO why VALUES (?, ?)", reasons)
+                reasons.clear()
+        db.executemany("INSERT INTO why VALUES (?, ?)", reasons)
+        db.executescript(
+            """
+            UPDATE comment SET reason = w.reason FROM why w WHERE comment.seq = w.seq;
+            DROP TABLE front;
+            CREATE TABLE front AS SELECT seq, id, post_id FROM comment
+                WHERE dup = 0 AND depth IS NULL AND reason IS NOT NULL;
+            """
+        )
+        while True:  # the replies of a skipped comment, transitively: "parent skipped"
+            db.executescript(
+                """
+                CREATE TABLE next AS SELECT c.seq, c.id, c.post_id FROM front f
+                    JOIN comment c ON c.parent_id = f.id
+                    WHERE c.dup = 0 AND c.post_id = f.post_id AND c.depth IS NULL AND c.reason IS NULL;
+                UPDATE comment SET reason = 'parent skipped' WHERE seq IN (SELECT seq FROM next);
+                DROP TABLE front;
+                ALTER TABLE next RENAME TO front;
+                """
+            )
+            if db.execute("SELECT NOT EXISTS (SELECT 1 FROM front)").fetchone()[0]:
+                break
+        db.execute("DROP TABLE front")
+        # what is left hangs in or below a cycle of parents (rare, so walked in memory)
+        parent = {
+            cid: pid
+            for cid, pid in db.execute(
+                "SELECT id, parent_id FROM comment WHERE dup = 0 AND depth IS NULL AND reason IS NULL"
+            )
+        }
+        result: dict[str, str] = {}
+        for start in parent:
             chain: list[str] = []
             on_chain: set[str] = set()
             cur = start
@@ -365,82 +634,65 @@ class Builder:
                 if cur in on_chain:
                     cut = chain.index(cur)
                     for c in chain[cut:]:
-                        result[c] = _Resolved(None, "parent chain is a cycle")
+                        result[c] = "parent chain is a cycle"
                     chain = chain[:cut]
-                    break
-                rec = comments[cur]
-                if rec.post_id not in posts:
-                    why = "post skipped" if rec.post_id in self.unreadable_posts else "post not in dump"
-                    result[cur] = _Resolved(None, why)
-                    break
-                if rec.parent_id is None:
-                    depth = rec.source_depth + 1 if rec.source_depth is not None else 1
-                    result[cur] = _Resolved(depth)
-                    break
-                parent = comments.get(rec.parent_id)
-                if parent is None:
-                    missing = rec.parent_id in self.unreadable_comments
-                    result[cur] = _Resolved(None, "parent skipped" if missing else "parent not in dump")
-                    break
-                if parent.post_id != rec.post_id:
-                    result[cur] = _Resolved(None, "parent is in another post")
                     break
                 chain.append(cur)
                 on_chain.add(cur)
-                cur = rec.parent_id
-            for c in reversed(chain):
-                if c in result:
-                    continue
-                pid = comments[c].parent_id
-                assert pid is not None
-                up = result[pid]
-                if up.depth is None:
-                    result[c] = _Resolved(None, "parent skipped")
-                elif up.depth + 1 > MAX_DEPTH:
-                    result[c] = _Resolved(None, f"deeper than {MAX_DEPTH:,}")
-                else:
-                    result[c] = _Resolved(up.depth + 1)
-        return result
+                cur = parent[cur]
+            for c in chain:
+                result.setdefault(c, "parent skipped")
+        db.executemany(
+            "UPDATE comment SET reason = ? WHERE id = ? AND dup = 0", [(r, c) for c, r in result.items()]
+        )
 
-    def _comments(
-        self, comments: dict[str, CommentRecord], posts: dict[str, tuple[PostRecord, str]]
-    ) -> dict[str, tuple[CommentRecord, str]]:
-        resolved = self._resolve(comments, set(posts))
-        emitted: dict[str, tuple[CommentRecord, str]] = {}
-        # parents before replies, so a reply whose parent fails validation is skipped too
-        order = sorted(comments, key=lambda c: resolved[c].depth or 0)
-        for cid in order:
-            rec, res = comments[cid], resolved[cid]
-            o = rec.origin
-            if res.depth is None:
-                detail = f"{cid} (post {rec.post_id}" + (
-                    f", parent {rec.parent_id})" if rec.parent_id else ")"
-                )
-                self._skip(o, res.reason, detail)
-                continue
-            if rec.parent_id is not None and rec.parent_id not in emitted:
-                self._skip(o, "parent skipped", f"{cid} (parent {rec.parent_id})")
-                continue
-            depth = res.depth
-            parent_unknown = rec.parent_id is None and depth > 1
-            before = (
-                emitted[rec.parent_id][0].created_at if rec.parent_id else posts[rec.post_id][0].created_at
-            )
-            if rec.created_at < before:
-                self._note(o, "comment is dated before what it replies to (kept as given)", cid)
-            actor = self._actor(rec.author, o)
+    def _comments(self) -> None:
+        """Report the skipped comments, then emit the others parents first (by depth), in read order."""
+        store, order = self.store, self.store.order("t")
+        skipped = (
+            "SELECT t.reason, t.id, t.post_id, t.parent_id, t.created, t.file, r.rec FROM comment t "
+            f"JOIN comment_rec r ON r.seq = t.seq WHERE t.dup = 0 AND t.depth IS NULL ORDER BY {order}"
+        )
+        for row in store.rows(skipped):
+            rec = store.comment(row[1:])
+            parent = f", parent {rec.parent_id})" if rec.parent_id else ")"
+            detail = f"{rec.id} (post {rec.post_id}{parent}"
+            self._skip(rec.origin, row[0], detail)
+        store.db.execute(f"CREATE INDEX comment_by_depth ON comment (depth, {store.order()})")
+        emitted = (
+            "SELECT t.depth, t.replied_at, t.id, t.post_id, t.parent_id, t.created, t.file, r.rec "
+            "FROM comment t JOIN comment_rec r ON r.seq = t.seq "
+            f"WHERE t.dup = 0 AND t.depth IS NOT NULL ORDER BY t.depth, {order}"
+        )
+        for row in store.rows(emitted):
+            depth, before_us, rec = row[0], row[1], store.comment(row[2:])
+            self._comment(rec, depth, from_us(before_us))
 
-            make = functools.partial(self._comment_event, rec, actor, depth, parent_unknown)
-            try:
-                event, wire = self._fit(o, make, rec.content)
-            except ValidationError as exc:
-                self._skip(o, "not valid for the event schema", f"{cid}: {_schema_error(exc)}")
-                continue
-            if parent_unknown:
-                self._note(o, "reply whose source gives its depth but not its parent (parent_unknown)")
-            self._emit(o, event, wire)
-            emitted[cid] = (rec, actor)
-        return emitted
+    def _comment(self, rec: CommentRecord, depth: int, before: datetime) -> None:
+        """Emit a comment at ``depth`` (``before``: the time of what it replies to), with its tallies."""
+        cid, o = rec.id, rec.origin
+        if rec.parent_id is not None and rec.parent_id in self.failed_comments:
+            self._skip(o, "parent skipped", f"{cid} (parent {rec.parent_id})")
+            self.failed_comments.add(cid)
+            return
+        parent_unknown = rec.parent_id is None and depth > 1
+        if rec.created_at < before:
+            self._note(o, "comment is dated before what it replies to (kept as given)", cid)
+        actor = self._actor(rec.author, o)
+
+        make = functools.partial(self._comment_event, rec, actor, depth, parent_unknown)
+        try:
+            event, wire = self._fit(o, make, rec.content)
+        except ValidationError as exc:
+            self._skip(o, "not valid for the event schema", f"{cid}: {_schema_error(exc)}")
+            self.failed_comments.add(cid)
+            return
+        if parent_unknown:
+            self._note(o, "reply whose source gives its depth but not its parent (parent_unknown)")
+        self._emit(o, event, wire)
+        self._comments_emitted += 1
+        self._comment_tallies(rec)
+        self._act(rec.created_at, rec.author, actor, o)
 
     def _comment_event(
         self, rec: CommentRecord, actor: str, depth: int, parent_unknown: bool, text: str
@@ -507,25 +759,23 @@ class Builder:
             ),
         )
 
-    def _tallies(
-        self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
-    ) -> None:
-        for rec, _ in posts.values():
-            votes = self._votes(rec.counts, rec.origin) or (0, 0)
-            reported = rec.counts.comment_count
-            if reported is not None and reported < 0:
-                self._note(rec.origin, "negative comment_count ignored", str(reported))
-                reported = None
-            at = rec.created_at + TALLY_OFFSET
-            if votes[0] > 0 or votes[1] > 0 or (reported or 0) > 0:
-                self._tally(rec.origin, "post", rec.id, rec.id, at, votes, reported)
-            self._snapshot_tallies(("post", rec.id, rec.id, at), votes, reported or 0)
-        for crec, _ in comments.values():
-            cvotes = self._votes(crec.counts, crec.origin)
-            at = crec.created_at + TALLY_OFFSET
-            if cvotes is not None and (cvotes[0] > 0 or cvotes[1] > 0):
-                self._tally(crec.origin, "comment", crec.id, crec.post_id, at, cvotes, None)
-            self._snapshot_tallies(("comment", crec.id, crec.post_id, at), cvotes or (0, 0), 0)
+    def _post_tallies(self, rec: PostRecord) -> None:
+        votes = self._votes(rec.counts, rec.origin) or (0, 0)
+        reported = rec.counts.comment_count
+        if reported is not None and reported < 0:
+            self._note(rec.origin, "negative comment_count ignored", str(reported))
+            reported = None
+        at = rec.created_at + TALLY_OFFSET
+        if votes[0] > 0 or votes[1] > 0 or (reported or 0) > 0:
+            self._tally(rec.origin, "post", rec.id, rec.id, at, votes, reported)
+        self._snapshot_tallies(("post", rec.id, rec.id, at), votes, reported or 0)
+
+    def _comment_tallies(self, crec: CommentRecord) -> None:
+        cvotes = self._votes(crec.counts, crec.origin)
+        at = crec.created_at + TALLY_OFFSET
+        if cvotes is not None and (cvotes[0] > 0 or cvotes[1] > 0):
+            self._tally(crec.origin, "comment", crec.id, crec.post_id, at, cvotes, None)
+        self._snapshot_tallies(("comment", crec.id, crec.post_id, at), cvotes or (0, 0), 0)
 
     def _snapshot_tallies(
         self, target: tuple[str, str, str, datetime], votes: tuple[int, int], reported: int
@@ -534,7 +784,16 @@ class Builder:
         ``target``: (kind, id, post id, earliest tally time); ``votes``, ``reported``: its first counts."""
         kind, target_id, post_id, earliest = target
         up, down = votes
-        for at, counts, origin in sorted(self.later.get(f"{kind}:{target_id}", []), key=lambda c: c[0]):
+        if not self._has_later:
+            return
+        copies = self.store.db.execute(
+            "SELECT at, up, down, score, cc, file, position FROM later WHERE kind = ? AND id = ? "
+            "ORDER BY at, rowid",
+            (kind, target_id),
+        ).fetchall()
+        for at_us, c_up, c_down, c_score, c_cc, file, position in copies:
+            at, counts = from_us(at_us), Counts(c_up, c_down, c_score, c_cc)
+            origin = self.store.origin(file, position)
             seen = self._votes(counts, origin)
             gain_up = gain_down = 0
             if seen is not None and counts.upvotes is None and counts.downvotes is None:
@@ -555,10 +814,8 @@ class Builder:
             up, down = up + gain_up, down + gain_down
             reported = max(reported, counts.comment_count or 0) if kind == "post" else reported
 
-    def _agents(
-        self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
-    ) -> None:
-        agents = self._authors(posts, comments)
+    def _agents(self) -> None:
+        agents = self._authors()
         self._listed(agents)
         named_only = 0
         for agent in agents.values():
@@ -570,32 +827,26 @@ class Builder:
                 "renamed agent is split; API records with author ids do not have this problem."
             )
 
-    def _authors(
-        self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
-    ) -> dict[str, _Agent]:
-        """The authors of the emitted posts and comments, by actor, each with its first act."""
+    def _authors(self) -> dict[str, _Agent]:
+        """The authors of the emitted posts and comments, by actor, each with its first act (the acts
+        are sorted by time on disk: posts before comments at one time, each in emission order)."""
         agents: dict[str, _Agent] = {}
-        acts: list[tuple[datetime, int, Author, str, Origin]] = []
-        for seq, (prec, actor) in enumerate(posts.values()):
-            if prec.author is not None:
-                acts.append((prec.created_at, seq, prec.author, actor, prec.origin))
-        base = len(acts) + 1
-        for seq, (crec, actor) in enumerate(comments.values()):
-            if crec.author is not None:
-                acts.append((crec.created_at, base + seq, crec.author, actor, crec.origin))
-        acts.sort(key=lambda a: (a[0], a[1]))
-        for at, _, author, actor, origin in acts:
-            name = author.name or author.id or actor
+        acts = "SELECT at, actor, aid, name, descr, file, position FROM act ORDER BY at, seq"
+        for at_us, actor, aid, aname, descr, file, position in self.store.rows(acts):
+            name = aname or aid or actor
             known = agents.get(actor)
             if known is None:
-                agents[actor] = _Agent(actor, name, at, origin, author.description)
+                origin = self.store.origin(file, position)
+                agents[actor] = _Agent(actor, name, from_us(at_us), origin, descr)
                 continue
-            if author.name is not None and author.name != known.name:
+            if aname is not None and aname != known.name:
                 self._note(
-                    origin, "agent id seen with another name (first name kept)", f"{actor}: {author.name}"
+                    self.store.origin(file, position),
+                    "agent id seen with another name (first name kept)",
+                    f"{actor}: {aname}",
                 )
-            if known.description is None and author.description:
-                known.description = author.description
+            if known.description is None and descr:
+                known.description = descr
         return agents
 
     def _listed(self, agents: dict[str, _Agent]) -> None:
@@ -648,19 +899,19 @@ class Builder:
 
     def _follows(self) -> None:
         """One ``agent_followed`` per distinct (follower, followee) of the files' follows tables."""
-        seen: set[tuple[str, str]] = set()
-        for f in self.files:
-            for row in f.follows:
-                pair = (sanitise_id(row.follower), sanitise_id(row.followee))
-                if pair in seen:
-                    self._skip(row.origin, "duplicate follow (first kept)", f"{pair[0]} -> {pair[1]}")
-                    continue
-                seen.add(pair)
-                self._emit_valid(
-                    row.origin,
-                    "follow",
-                    functools.partial(self._follow_event, pair[0], pair[1], row.at),
-                )
+        order = self.store.order()
+        query = (
+            "SELECT follower, followee, at, file, position, row_number() OVER "
+            f"(PARTITION BY follower, followee ORDER BY {order}) FROM follow ORDER BY {order}"
+        )
+        for follower, followee, at_us, file, position, nth in self.store.rows(query):
+            origin = self.store.origin(file, position)
+            if nth > 1:
+                self._skip(origin, "duplicate follow (first kept)", f"{follower} -> {followee}")
+                continue
+            self._emit_valid(
+                origin, "follow", functools.partial(self._follow_event, follower, followee, from_us(at_us))
+            )
 
     def _follow_event(self, follower: str, followee: str, at: datetime) -> AgentFollowed:
         return AgentFollowed(
@@ -671,11 +922,10 @@ class Builder:
             body=AgentFollowedBody(target_agent=followee),
         )
 
-    def _submolts(self, posts: dict[str, tuple[PostRecord, str]]) -> None:
-        first: dict[str, PostRecord] = {}
-        for rec, _ in sorted(posts.values(), key=lambda p: p[0].created_at):
-            if rec.submolt is not None:
-                first.setdefault(sanitise_id(rec.submolt.name), rec)
+    def _submolts(self) -> None:
+        """One ``submolt_created`` per submolt named by an emitted post, at its first post's time."""
+        by_time = sorted(self._first_post.items(), key=lambda kv: kv[1][:2])
+        first = {key: rec for key, (_, _, rec) in by_time}
         listed: dict[str, SubmoltRecord] = {}
         for f in self.files:
             for row in f.submolts:
@@ -713,14 +963,12 @@ class Builder:
             ),
         )
 
-    def _summary(
-        self, posts: dict[str, tuple[PostRecord, str]], comments: dict[str, tuple[CommentRecord, str]]
-    ) -> None:
-        counted = [p.counts.comment_count for p, _ in posts.values() if p.counts.comment_count is not None]
+    def _summary(self) -> None:
+        counted, reported = self._counted
         if counted:
             self.notes.append(
-                f"posts report {sum(c for c in counted if c > 0):,} comments in all (comment_count of "
-                f"{len(counted):,} posts); the dump holds {len(comments):,} importable comments. Missing "
+                f"posts report {reported:,} comments in all (comment_count of "
+                f"{counted:,} posts); the dump holds {self._comments_emitted:,} importable comments. Missing "
                 "comments are not made up; reported_comments in each post's vote_tallied keeps the count."
             )
         self.notes.append(

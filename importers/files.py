@@ -27,7 +27,7 @@ from molt_society.importers.jsonstream import JsonError, parts
 from molt_society.importers.parquet_file import is_parquet, read_parquet
 from molt_society.importers.positions import BOM, CHUNK, position
 from molt_society.importers.records import FileRecords
-from molt_society.importers.report import FileReport
+from molt_society.importers.scratch import Scratch
 from molt_society.importers.sqlite_db import MAGIC, is_sqlite, read_sqlite
 
 MAX_HEADER_BYTES = 1 << 20
@@ -53,9 +53,10 @@ def _peek(path: Path) -> tuple[int, bytes]:
     return start, b""
 
 
-def read_file(path: Path, name: str) -> FileRecords:
-    """The records of the file at ``path``, reported under ``name``."""
-    out = FileRecords(FileReport(name))
+def read_file(path: Path, name: str, store: Scratch) -> FileRecords:
+    """The records of the file at ``path``, reported under ``name`` (posts, comments and follows go to
+    ``store``)."""
+    out = store.file_records(name)
     try:
         with path.open("rb") as fh:
             head = fh.read(len(MAGIC))

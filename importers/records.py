@@ -13,12 +13,14 @@ import functools
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol, TypeVar
 
 from molt_society.importers.fields import get
 from molt_society.importers.report import FileReport
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:@\-]{1,128}$")
 _NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.:@\-]")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 
 class RecordError(Exception):
@@ -151,16 +153,22 @@ class SubmoltRecord:
     origin: Origin
 
 
+class RecordLog(Protocol[T_contra]):
+    """Where a reader appends records: a list, or a ``Log`` of the import's on-disk store."""
+
+    def append(self, rec: T_contra, /) -> None: ...
+
+
 @dataclass
 class FileRecords:
     """What a reader got from one file, plus that file's report entry to count skips and notes in."""
 
     report: FileReport
-    posts: list[PostRecord] = field(default_factory=list)
-    comments: list[CommentRecord] = field(default_factory=list)
+    posts: RecordLog[PostRecord] = field(default_factory=list)
+    comments: RecordLog[CommentRecord] = field(default_factory=list)
     agents: list[AgentRecord] = field(default_factory=list)
     submolts: list[SubmoltRecord] = field(default_factory=list)
-    follows: list[FollowRecord] = field(default_factory=list)
+    follows: RecordLog[FollowRecord] = field(default_factory=list)
     # ids of records this file holds but that could not be read (a reply to one is "parent skipped")
     unreadable_posts: set[str] = field(default_factory=set)
     unreadable_comments: set[str] = field(default_factory=set)
@@ -255,18 +263,18 @@ def parse_author(value: object, author_id: object = None, author_name: object = 
             name = optional_text(author_name)
         if not aid and not name:
             return None
-        return _author(aid or None, name or None, desc or None)
+        return author_of(aid or None, name or None, desc or None)
     aid = str(author_id) if isinstance(author_id, str | int) and not isinstance(author_id, bool) else ""
     name = author_name.strip() if isinstance(author_name, str) else ""
     if isinstance(value, str) and value.strip():
         name = value.strip()
     if aid or name:
-        return _author(aid or None, name or None, None)
+        return author_of(aid or None, name or None, None)
     return None
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _author(aid: str | None, name: str | None, description: str | None) -> Author:
+def author_of(aid: str | None, name: str | None, description: str | None) -> Author:
     """One ``Author`` object per distinct author among the recent ones: a dump names the same few
     thousand authors on millions of records, and each record held its own copy."""
     return Author(aid, name, description)
