@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -82,8 +82,8 @@ def _snap(name: str) -> int:
 class Log(Generic[T]):
     """What a reader appends one file's records of one kind to (``FileRecords.posts`` and the like)."""
 
-    def __init__(self, scratch: Scratch, kind: str, file: int, snap: int) -> None:
-        self._add = getattr(scratch, f"_add_{kind}")
+    def __init__(self, add: Callable[[int, int, T], None], file: int, snap: int) -> None:
+        self._add = add
         self._file = file
         self._snap = snap
         self.count = 0
@@ -114,8 +114,8 @@ class Scratch:
         self.db.execute("BEGIN")
         self.files: list[str] = []
         """Report names of the files, by the number rows keep (``file``)."""
-        self._pending: dict[str, list[Row]] = {"post": [], "post_rec": [], "comment": [], "comment_rec": []}
-        self._pending["follow"] = []
+        tables = ("post", "post_rec", "comment", "comment_rec", "follow")
+        self._pending: dict[str, list[Row]] = {table: [] for table in tables}
         self._seq = {"post": 0, "comment": 0, "follow": 0}
         self.series = False
         """Whether the records are read in snapshot-time order (set by the builder: a snapshot series)."""
@@ -134,9 +134,9 @@ class Scratch:
         snap = _snap(name)
         return FileRecords(
             FileReport(name),
-            posts=Log[PostRecord](self, "post", file, snap),
-            comments=Log[CommentRecord](self, "comment", file, snap),
-            follows=Log[FollowRecord](self, "follow", file, snap),
+            posts=Log(self._add_post, file, snap),
+            comments=Log(self._add_comment, file, snap),
+            follows=Log(self._add_follow, file, snap),
             snapshot_at=snapshot_time(name),
         )
 
