@@ -19,6 +19,8 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from molt_society.importers.positions import BLANK, BOM
+
 MIN_FREE_BYTES = 1 << 30
 MAX_NESTING = 3
 _CHUNK = 1 << 20
@@ -38,7 +40,7 @@ def kind_of(path: Path) -> str | None:
     if head.startswith(b"PK\x03\x04"):
         return "zip"
     ustar = head[257:262] == b"ustar"  # a plain tar's header, whatever its first member's name
-    if not ustar and head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+    if not ustar and head.lstrip(BOM + BLANK)[:1] in (b"{", b"["):
         return None  # JSON (the crawl's 8,438 members: asking tarfile of each took a sixth of the import)
     try:
         if tarfile.is_tarfile(path):  # also a compressed tar

@@ -25,13 +25,12 @@ from molt_society.importers.detect import UNKNOWN, detect_csv, missing_columns, 
 from molt_society.importers.json_doc import is_json_lines, read_json, read_json_lines
 from molt_society.importers.jsonstream import JsonError, parts
 from molt_society.importers.parquet_file import is_parquet, read_parquet
-from molt_society.importers.positions import BOM, CHUNK, position
+from molt_society.importers.positions import BLANK, BOM, CHUNK, position
 from molt_society.importers.records import FileRecords
 from molt_society.importers.scratch import Scratch
 from molt_society.importers.sqlite_db import MAGIC, is_sqlite, read_sqlite
 
 MAX_HEADER_BYTES = 1 << 20
-_BLANK = b" \t\r\n"
 
 
 class _Undecodable(Exception):
@@ -47,7 +46,7 @@ def _peek(path: Path) -> tuple[int, bytes]:
         start = 3 if head == BOM else 0
         fh.seek(start)
         while chunk := fh.read(CHUNK):
-            stripped = chunk.lstrip(_BLANK)
+            stripped = chunk.lstrip(BLANK)
             if stripped:
                 return start, stripped[:1]
     return start, b""

@@ -22,9 +22,10 @@ from typing import IO
 import numpy as np
 import orjson
 
+from molt_society.importers.positions import BLANK
+
 CHUNK = 8 << 20
 """Bytes scanned at once."""
-_WS = b" \t\r\n"
 
 
 class NotFast(Exception):
@@ -71,12 +72,12 @@ def split_items(fh: IO[bytes], max_depth: int) -> Iterator[object]:
     started = ended = False
     while chunk := fh.read(CHUNK):
         if ended:
-            if chunk.strip(_WS):
+            if chunk.strip(BLANK):
                 raise NotFast(done)
             continue
         offset = 0
         if not started:
-            body = chunk.lstrip(_WS)
+            body = chunk.lstrip(BLANK)
             if not body:
                 continue
             if body[:1] != b"[":
@@ -104,7 +105,7 @@ def split_items(fh: IO[bytes], max_depth: int) -> Iterator[object]:
             pending += a[begin:end].tobytes()
             begin = end + 1
             closing = a[end] != 44
-            if closing and not pending.strip(_WS) and done == 0:
+            if closing and not pending.strip(BLANK) and done == 0:
                 pending.clear()  # an empty array
             else:
                 try:
@@ -116,7 +117,7 @@ def split_items(fh: IO[bytes], max_depth: int) -> Iterator[object]:
                 done += 1
             if closing:
                 ended = True
-                if a[begin:].tobytes().strip(_WS):
+                if a[begin:].tobytes().strip(BLANK):
                     raise NotFast(done)
                 break
         if not ended:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 CHUNK = 1 << 16
 BOM = b"\xef\xbb\xbf"
+BLANK = b" \t\r\n"
+"""JSON's whitespace (and what a CSV header may start after)."""
 
 
 def describe(line: int, column: int, offset: int) -> str:
