@@ -74,11 +74,6 @@ def _counts(c: Counts) -> list[int | None]:
     return [c.upvotes, c.downvotes, c.score, c.comment_count]
 
 
-def _snap(name: str) -> int:
-    at = snapshot_time(name)
-    return NO_SNAPSHOT if at is None else to_us(at)
-
-
 class Log(Generic[T]):
     """What a reader appends one file's records of one kind to (``FileRecords.posts`` and the like)."""
 
@@ -131,13 +126,14 @@ class Scratch:
         follows go to this store, its listings (agents, submolts: one row per agent) stay in memory."""
         file = len(self.files)
         self.files.append(name)
-        snap = _snap(name)
+        at = snapshot_time(name)
+        snap = NO_SNAPSHOT if at is None else to_us(at)
         return FileRecords(
             FileReport(name),
             posts=Log(self._add_post, file, snap),
             comments=Log(self._add_comment, file, snap),
             follows=Log(self._add_follow, file, snap),
-            snapshot_at=snapshot_time(name),
+            snapshot_at=at,
         )
 
     def _next(self, kind: str) -> int:
