@@ -176,15 +176,14 @@ def parts(path: Path, start: int = 0) -> Iterator[Part]:
             # posts) has no bound: 20 MB of nested arrays took it 23 GB and 3 minutes. An array document
             # is split by json_split and its items parsed by orjson, depth checked; _walk streams what
             # that leaves (from the first item it could not give, exact errors included).
-            done = 0
             try:
-                for done, item in enumerate(split_items(fh, MAX_DEPTH), start=1):
-                    yield Part(None, done - 1, item)
+                for i, item in enumerate(split_items(fh, MAX_DEPTH)):
+                    yield Part(None, i, item)
                 return
             except NotFast as exc:
-                done = exc.done
+                given = exc.done
             fh.seek(start)
-            yield from _walk(fh, done)
+            yield from _walk(fh, given)
         except ijson.JSONError as exc:
             raise _locate(path, start, exc) from None
         except TooDeep:
