@@ -71,7 +71,7 @@ from molt_society.importers.records import (
     sanitise_id,
 )
 from molt_society.importers.report import FileReport
-from molt_society.importers.scratch import Row, Scratch
+from molt_society.importers.scratch import COMMENT_COLUMNS, POST_COLUMNS, Row, Scratch
 from molt_society.importers.spill import SortedSpill
 from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.events import (
@@ -319,11 +319,7 @@ class Builder:
         than one copy are read (an index on ``id`` finds them).
         """
         db, order = self.store.db, self.store.order("t")
-        cols = (
-            "t.id, t.created, t.file, r.rec"
-            if kind == "post"
-            else ("t.id, t.post_id, t.parent_id, t.created, t.file, r.rec")
-        )
+        cols = POST_COLUMNS if kind == "post" else COMMENT_COLUMNS
         db.execute(f"CREATE TABLE {kind}_fill (seq INTEGER PRIMARY KEY, rec BLOB NOT NULL)")
         db.execute(f"CREATE TABLE {kind}_drop (seq INTEGER PRIMARY KEY)")
         query = (
@@ -465,7 +461,7 @@ class Builder:
         """Emit every kept post (with its tallies), in read order."""
         store = self.store
         query = (
-            "SELECT t.id, t.created, t.file, r.rec FROM post t JOIN post_rec r ON r.seq = t.seq "
+            f"SELECT {POST_COLUMNS} FROM post t JOIN post_rec r ON r.seq = t.seq "
             f"WHERE t.dup = 0 ORDER BY {store.order('t')}"
         )
         bad: list[tuple[str]] = []
@@ -650,7 +646,7 @@ class Builder:
         """Report the skipped comments, then emit the others parents first (by depth), in read order."""
         store, order = self.store, self.store.order("t")
         skipped = (
-            "SELECT t.reason, t.id, t.post_id, t.parent_id, t.created, t.file, r.rec FROM comment t "
+            f"SELECT t.reason, {COMMENT_COLUMNS} FROM comment t "
             f"JOIN comment_rec r ON r.seq = t.seq WHERE t.dup = 0 AND t.depth IS NULL ORDER BY {order}"
         )
         for row in store.rows(skipped):
@@ -660,7 +656,7 @@ class Builder:
             self._skip(rec.origin, row[0], detail)
         store.db.execute(f"CREATE INDEX comment_by_depth ON comment (depth, {store.order()})")
         emitted = (
-            "SELECT t.depth, t.replied_at, t.id, t.post_id, t.parent_id, t.created, t.file, r.rec "
+            f"SELECT t.depth, t.replied_at, {COMMENT_COLUMNS} "
             "FROM comment t JOIN comment_rec r ON r.seq = t.seq "
             f"WHERE t.dup = 0 AND t.depth IS NOT NULL ORDER BY t.depth, {order}"
         )

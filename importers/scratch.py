@@ -62,6 +62,11 @@ CREATE TABLE follow (seq INTEGER PRIMARY KEY, follower TEXT NOT NULL, followee T
     at INTEGER NOT NULL, snap INTEGER NOT NULL, file INTEGER NOT NULL, position TEXT NOT NULL);
 """
 
+POST_COLUMNS = "t.id, t.created, t.file, r.rec"
+"""What ``Scratch.post`` reads, from ``post t JOIN post_rec r``."""
+COMMENT_COLUMNS = "t.id, t.post_id, t.parent_id, t.src_depth, t.created, t.file, r.rec"
+"""What ``Scratch.comment`` reads, from ``comment t JOIN comment_rec r``."""
+
 T = TypeVar("T")
 Row = tuple[Any, ...]
 
@@ -210,9 +215,9 @@ class Scratch:
         )
 
     def comment(self, row: Row) -> CommentRecord:
-        """The comment of a row ``(id, post_id, parent_id, created, file, rec)``."""
-        cid, post_id, parent_id, created, file, blob = row
-        source_depth, content, author, counts, position = orjson.loads(blob)
+        """The comment of a row ``(id, post_id, parent_id, src_depth, created, file, rec)``."""
+        cid, post_id, parent_id, source_depth, created, file, blob = row
+        content, author, counts, position = orjson.loads(blob)
         return CommentRecord(
             cid,
             post_id,
@@ -235,6 +240,5 @@ class Scratch:
 
     @staticmethod
     def comment_blob(rec: CommentRecord) -> bytes:
-        return orjson.dumps(
-            [rec.source_depth, rec.content, _author(rec.author), _counts(rec.counts), rec.origin.position]
-        )
+        """The stored fields of ``rec`` that the ``comment`` table's columns do not hold."""
+        return orjson.dumps([rec.content, _author(rec.author), _counts(rec.counts), rec.origin.position])
