@@ -86,14 +86,9 @@ class Log(Generic[T]):
         self._add = add
         self._file = file
         self._snap = snap
-        self.count = 0
 
     def append(self, rec: T, /) -> None:
         self._add(self._file, self._snap, rec)
-        self.count += 1
-
-    def __len__(self) -> int:
-        return self.count
 
 
 class Scratch:
