@@ -163,6 +163,6 @@ def import_stream(path: Path, society: str, *, run_size: int = RUN_SIZE) -> Impo
     """``import_path`` for dumps of any size: the events are not kept as objects but written, encoded,
     to an external sort (``importers.spill``), so they cost a few hundred bytes each on disk, not
     kilobytes in memory; the records they are made from are on disk too (``importers.scratch``)."""
-    spill = SortedSpill(run_size)
+    spill = SortedSpill(run_size, tally_ties=True)  # the direct replay's repeated ids (spill.repeated_ties)
     _, report = _build(path, society, spill)
     return ImportStream(spill, report)

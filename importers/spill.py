@@ -5,6 +5,11 @@ of millions of events does not fit in memory as objects. ``SortedSpill`` keeps a
 records in memory; each full buffer is sorted and written to a run file (length-prefixed binary, in a
 temporary folder removed on ``close``), and iteration merges the runs (``heapq.merge``), so memory is one
 buffer plus one record per run whatever the number of records. Ties on the key keep insertion order.
+
+With ``tally_ties``, each run also gets a side file of the first 8 bytes of its records' tie-breaks (an
+event's id), so that ``repeated_ties`` can say which ids occur more than once in the whole spill without
+reading the records again or holding every id: a direct replay remembers only those
+(``streams.partition_state.EventIds``).
 """
 
 from __future__ import annotations
@@ -17,16 +22,25 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 RUN_SIZE = 200_000
 """Records held before a run is written: about 100 MB of encoded events of a few hundred bytes."""
 _HEAD = struct.Struct(">qIQI")  # time (us), tie-break length, sequence, payload length
+TIE_SUFFIX = ".ties"
+"""A run's side file with ``tally_ties``: its tie-breaks' first 8 bytes (zero-padded), big-endian uint64."""
+TIE_BUCKET_BITS = 4
+"""``repeated_ties`` works on one bucket of prefixes at a time, by their top 4 bits (a sixteenth)."""
 
 
 class SortedSpill:
     """``add(us, tie, payload)`` in any order; iterate to get the payloads by ``(us, tie)``."""
 
-    def __init__(self, run_size: int = RUN_SIZE, folder: Path | None = None) -> None:
+    def __init__(
+        self, run_size: int = RUN_SIZE, folder: Path | None = None, *, tally_ties: bool = False
+    ) -> None:
         self.run_size = run_size
+        self.tally_ties = tally_ties
         self._parent = folder
         self._dir: Path | None = None
         self._buffer: list[tuple[int, bytes, int, bytes]] = []
@@ -61,6 +75,9 @@ class SortedSpill:
                 f.write(_HEAD.pack(us, len(tie), seq, len(payload)))
                 f.write(tie)
                 f.write(payload)
+        if self.tally_ties:
+            prefixes = b"".join([tie[:8].ljust(8, b"\0") for _, tie, _, _ in self._buffer])
+            path.with_name(path.name + TIE_SUFFIX).write_bytes(prefixes)
         self._runs.append(path)
         self._buffer = []
 
@@ -108,6 +125,27 @@ class SortedSpill:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def repeated_ties(runs: list[Path]) -> frozenset[int] | None:
+    """The tie-break prefixes (first 8 bytes as a big-endian integer) that occur more than once in the
+    ``runs`` of a spill made with ``tally_ties``: every id that two records share is among them (and, once
+    in 2**64 / n**2 or so, an id that only shares its prefix). Memory: one bucket of prefixes at a time
+    (8 bytes x records / 16). None when a run has no side file (a spill made without ``tally_ties``)."""
+    files = [run.with_name(run.name + TIE_SUFFIX) for run in runs]
+    if not all(side.is_file() for side in files):
+        return None
+    repeated: set[int] = set()
+    shift = np.uint64(64 - TIE_BUCKET_BITS)
+    for bucket in range(1 << TIE_BUCKET_BITS):
+        parts = []
+        for side in files:
+            prefixes = np.fromfile(side, dtype=">u8").astype(np.uint64)
+            parts.append(prefixes[(prefixes >> shift) == bucket])
+        merged = np.sort(np.concatenate(parts)) if parts else np.empty(0, np.uint64)
+        same = merged[1:][merged[1:] == merged[:-1]]
+        repeated.update(int(x) for x in np.unique(same))
+    return frozenset(repeated)
 
 
 def _read_run(f: BinaryIO) -> Iterator[tuple[int, bytes, int, bytes]]:

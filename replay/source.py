@@ -105,7 +105,7 @@ class Source:
 
 
 def _spill_archive(path: Path) -> tuple[ArchiveHeader | None, SortedSpill]:
-    spill = SortedSpill()
+    spill = SortedSpill(tally_ties=True)  # the direct replay's repeated ids (spill.repeated_ties)
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         # the fast path: wire dicts, validated by the stream workers they are published to
         header, docs = read_jsonl_docs(path)

@@ -187,6 +187,15 @@ class Settings(BaseSettings):
             "state's memory and of the work); one more process inserts"
         ),
     )
+    replay_direct_hot_threads: int = Field(
+        default=25_000,
+        ge=1,
+        description=(
+            "threads a direct replay keeps in memory per partition (about 3 KB each with their comments); "
+            "the least recently used beyond that wait on disk (streams.cold_threads) until an event of "
+            "theirs comes"
+        ),
+    )
 
     # --- topic trimming (society.trim) --------------------------------------------------------
     trim: bool | None = Field(

@@ -53,7 +53,7 @@ from typing import Any
 import orjson
 from rich.console import Console
 
-from molt_society.importers.spill import SortedSpill
+from molt_society.importers.spill import SortedSpill, repeated_ties
 from molt_society.replay.publisher import Publication, PublishStats
 from molt_society.replay.source import SortedEvents, Source
 from molt_society.runtime.broker import die_with_parent
@@ -65,6 +65,7 @@ from molt_society.sinks.batching import insert_rows
 from molt_society.sinks.clickhouse import Target, targets
 from molt_society.society.progress_lines import ReplayProgress
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
+from molt_society.streams.cold_threads import ColdThreads
 from molt_society.streams.partition_state import Accepted, EventIds, PartitionState, Rejected
 from molt_society.streams.processor import dead_letter, state_config
 from molt_society.warehouse.claim import claimed_by, drop_claim, write_claim
@@ -109,6 +110,7 @@ class Job:
     window_us: int
     origin_us: int | None
     last_window_us: int | None
+    repeated: frozenset[int] | None = None  # ids occurring more than once (``EventIds``'s ``repeated``)
     owned: tuple[int, ...] = ()  # the partitions this state process owns
 
     @property
@@ -206,15 +208,30 @@ def state_main(parent: int, records: Connection, control_: Connection, job: Job)
 
 
 async def _states(conn: Connection, control_: Connection, job: Job) -> PublishStats:
-    s, society = job.settings, job.society
-    partitions = s.partitions
-    config = state_config(s, society, EventIds())
-    actions = topic_name(society, Role.ACTIONS)
-    batch = s.replay_direct_batch
-    mine = [_StateOut(PartitionState(q, partitions, **config), actions, conn.send, batch) for q in job.owned]
+    config = state_config(job.settings, job.society, EventIds(job.repeated))
+    colds = [ColdThreads() for _ in job.owned]
+    try:
+        return await _run_states(conn, control_, job, config, colds)
+    finally:
+        for cold in colds:
+            cold.close()
+
+
+async def _run_states(
+    conn: Connection, control_: Connection, job: Job, config: dict[str, Any], colds: list[ColdThreads]
+) -> PublishStats:
+    partitions, batch = job.partitions, job.settings.replay_direct_batch
+    actions = topic_name(job.society, Role.ACTIONS)
+    hot = job.settings.replay_direct_hot_threads
+    mine = [
+        _StateOut(
+            PartitionState(q, partitions, **config, cold=cold, hot_threads=hot), actions, conn.send, batch
+        )
+        for q, cold in zip(job.owned, colds, strict=True)
+    ]
     by_partition: dict[int, _StateOut] = {out.state.partition: out for out in mine}
     outs = [by_partition.get(q) or _Skip() for q in range(partitions)]
-    run = Publication(outs, society, job.window_us, job.origin_us, None)
+    run = Publication(outs, job.society, job.window_us, job.origin_us, None)
     source = SortedEvents(SortedSpill.of_runs(job.runs, job.count), job.lo, job.hi, job.count)
     for doc in source:
         await run.send(doc, None)
@@ -478,16 +495,18 @@ def _job(settings: Settings, source: Source, society: str) -> Job:
     header = source.header
     window_seconds = header.window_seconds if header and header.window_seconds else settings.window_seconds
     events = source.events
+    runs = events.spill.seal()
     return Job(
         settings=settings.model_copy(update={"window_seconds": window_seconds}),
         society=society,
-        runs=events.spill.seal(),
+        runs=runs,
         count=len(events),
         lo=events.lo,
         hi=events.hi,
         window_us=int(window_seconds * 1_000_000),
         origin_us=header.origin_us if header else None,
         last_window_us=header.last_window_us if header else None,
+        repeated=repeated_ties(runs),
     )
 
 

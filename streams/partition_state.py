@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any, ClassVar, NamedTuple
 
 import orjson
@@ -76,6 +77,7 @@ from molt_society.schemas.events import (
     partition_key,
 )
 from molt_society.schemas.wire import InvalidEvent, decode_event, quote
+from molt_society.streams.cold_threads import ColdThreads
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
 from molt_society.streams.feed_window import FeedWindow
 from molt_society.streams.feeds import hot_score, hot_window
@@ -114,9 +116,13 @@ class EventIds:
     PARTITION_MASK = (1 << PARTITION_BITS) - 1
     FINGERPRINT_MASK = (1 << 44) - 1
 
-    def __init__(self) -> None:
+    def __init__(self, repeated: frozenset[int] | None = None) -> None:
+        """``repeated``: when the whole input is known in advance (a direct replay), the ids that occur in
+        it more than once, as their first 64 bits (``importers.spill.repeated_ties``; a superset is fine):
+        only those are remembered, since no other can come again. None (a stream worker): every id."""
         self._ids: dict[int, int] = {}
         self._partitions: set[int] = set()  # partitions that may have ids here
+        self._repeated = repeated
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -135,6 +141,8 @@ class EventIds:
         return packed >> cls.PARTITION_BITS, packed & cls.PARTITION_MASK
 
     def add(self, uid: int, fingerprint: int, partition: int) -> None:
+        if self._repeated is not None and uid >> 64 not in self._repeated:
+            return  # the only copy of its id in the input: nothing can meet it again
         self._ids[uid] = fingerprint << self.PARTITION_BITS | partition
         self._partitions.add(partition)
 
@@ -174,6 +182,47 @@ class Thread:
     removed: bool = False  # a moderator removed the post: it is in no feed any more
     removed_comments: frozenset[str] = frozenset()  # comments a moderator removed (out of ``recent``)
     cached_item: FeedItem | None = None  # the feed item, rebuilt only after the thread changed
+
+    def row(self) -> list[Any]:
+        """The thread as a snapshot (and ``streams.cold_threads``) stores it (``Thread.of_row``)."""
+        return [
+            self.post_id,
+            self.submolt,
+            self.author,
+            self.title,
+            self.created_us,
+            self.score,
+            [[cid, a, d] for cid, (a, d) in self.comments.items()],
+            sorted(self.participants),
+            self.max_depth,
+            self.recent,
+            self.excerpt,
+            self.last_us,
+            self.removed,
+            sorted(self.removed_comments),
+        ]
+
+    @classmethod
+    def of_row(cls, row: list[Any]) -> Thread:
+        """The thread ``row`` stored (rows of snapshots taken before removals existed lack their fields)."""
+        pid, submolt, author, title, created, score, comments, parts, depth, recent, excerpt, last, *rm = row
+        removed, removed_comments = (rm[0], frozenset(rm[1])) if rm else (False, frozenset[str]())
+        return cls(
+            pid,
+            submolt,
+            author,
+            title,
+            created,
+            score,
+            {cid: (a, d) for cid, a, d in comments},
+            set(parts),
+            depth,
+            recent,
+            excerpt,
+            last,
+            removed,
+            removed_comments,
+        )
 
     def item(self) -> FeedItem:
         if self.cached_item is None:
@@ -278,12 +327,15 @@ class PartitionState:
         check_keys: bool = False,
         registered: frozenset[str] | None = None,
         event_ids: EventIds | None = None,
+        cold: ColdThreads | None = None,
+        hot_threads: int = 50_000,
     ) -> None:
         """``society``: reject events of other societies (None: accept any). ``check_keys``: the record's
         key must be the event's ``partition_key`` and this partition the one Kafka's default partitioner
         gives it (the processor; not the in-process society, which places records itself).
         ``registered``: the producers whose watermarks count (None: any). ``event_ids``: the id index
-        shared with the worker's other partitions (None: this partition's own)."""
+        shared with the worker's other partitions (None: this partition's own). ``cold``: where threads
+        beyond the ``hot_threads`` most recently used go (``streams.cold_threads``; None: all in memory)."""
         self.partition = partition
         self.partitions = partitions
         self.window_us = window_us
@@ -295,7 +347,9 @@ class PartitionState:
         self.check_keys = check_keys
         self.registered = registered
         self.event_ids = event_ids if event_ids is not None else EventIds()
-        self.threads: dict[str, Thread] = {}
+        self.threads: dict[str, Thread] = {}  # in memory; with ``cold``, least recently used first
+        self.cold = cold
+        self.hot_threads = max(1, hot_threads)
         # Threads idle for thread_ttl_us of event time are archived: their details are dropped (the
         # histograms keep counting them) and later events in them are dead-lettered as archived.
         self.thread_ttl_us = thread_ttl_us
@@ -399,7 +453,9 @@ class PartitionState:
         if text in self.threads and not isinstance(ev.body, PostCreatedBody):
             return None  # an event of a thread whose post this partition accepted under the same key
         right = kafka_partition(expected, self.partitions)
-        if right != self.partition:
+        if right != self.partition and (
+            isinstance(ev.body, PostCreatedBody) or self.cold is None or text not in self.cold
+        ):
             return self._reject(
                 f"record is on partition {self.partition}, but Kafka's default partitioner puts key "
                 f"{quote(expected)} on partition {right} of {self.partitions}",
@@ -420,8 +476,9 @@ class PartitionState:
         )
 
     def _post(self, body: PostCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
-        if body.post_id in self.threads or body.post_id in self.archived:
-            archived = " (archived)" if body.post_id not in self.threads else ""
+        exists = self._has_thread(body.post_id)
+        if exists or body.post_id in self.archived:
+            archived = " (archived)" if not exists else ""
             return self._reject(f"post {body.post_id} already exists{archived}", "duplicate_post_id")
         t = Thread(
             body.post_id,
@@ -433,6 +490,7 @@ class PartitionState:
             excerpt=body.content[:POST_EXCERPT],
         )
         self.threads[body.post_id] = t
+        self._cool()
         window = self.submolt_posts.get(body.submolt)
         if window is None:
             window = self.submolt_posts[body.submolt] = FeedWindow(self.window)
@@ -444,7 +502,7 @@ class PartitionState:
         return _Effect(touched=body.post_id)
 
     def _comment(self, body: CommentCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
-        t = self.threads.get(body.post_id)
+        t = self._thread(body.post_id)
         if t is None:
             return self._missing_thread("comment on", body.post_id)
         if self._idle_too_long(t, occurred):
@@ -492,7 +550,7 @@ class PartitionState:
     def _vote(self, body: VoteCastBody | VoteTalliedBody, actor: str, occurred: int) -> _Effect | Rejected:
         """Individual votes and imported vote counts: same thread checks, same effect on the score."""
         tally = isinstance(body, VoteTalliedBody)
-        t = self.threads.get(body.post_id)
+        t = self._thread(body.post_id)
         if t is None:
             return self._missing_thread("vote tally in" if tally else "vote in", body.post_id)
         if self._idle_too_long(t, occurred):
@@ -522,7 +580,7 @@ class PartitionState:
 
     def _remove(self, body: ContentRemovedBody, actor: str, occurred: int) -> _Effect | Rejected:
         """A moderator's removal: the post leaves the feeds, or the comment its post's ``recent`` list."""
-        t = self.threads.get(body.post_id)
+        t = self._thread(body.post_id)
         if t is None:
             if body.post_id in self.archived:
                 return _INTERVENTION  # stored; the archived thread is in no feed
@@ -589,6 +647,46 @@ class PartitionState:
         AgentBannedBody: _ban,
     }
     """Each event body's handler: it checks and applies the event and says what it counts (``_count``)."""
+
+    def _thread(self, post_id: str, keep: bool = True) -> Thread | None:
+        """The thread of ``post_id``, or None; from the cold store when it went there (``keep``: back in
+        memory as the most recently used, else only read)."""
+        threads = self.threads
+        t = threads.get(post_id)
+        if self.cold is None:
+            return t
+        if t is not None:
+            if keep:
+                threads[post_id] = threads.pop(post_id)  # the most recently used go last
+            return t
+        raw = self.cold.get(post_id)
+        if raw is None:
+            return None
+        t = Thread.of_row(orjson.loads(raw))
+        if keep:
+            threads[post_id] = t
+            self._cool()
+        return t
+
+    def _has_thread(self, post_id: str) -> bool:
+        return post_id in self.threads or (self.cold is not None and post_id in self.cold)
+
+    def _cool(self) -> None:
+        """With a cold store and more than ``hot_threads`` threads in memory, the least recently used
+        quarter of them goes there (in one transaction)."""
+        threads, cold = self.threads, self.cold
+        if cold is None or len(threads) <= self.hot_threads:
+            return
+        out = list(islice(threads, len(threads) - self.hot_threads * 3 // 4))
+        cold.put((pid, t.last_us, orjson.dumps(t.row())) for pid in out for t in (threads.pop(pid),))
+
+    def _every_thread(self) -> Iterator[Thread]:
+        """Every thread, those in memory first (then the cold store's, by post id)."""
+        yield from self.threads.values()
+        if self.cold is not None:
+            for pid, raw in self.cold.stored():
+                if pid not in self.threads:
+                    yield Thread.of_row(orjson.loads(raw))
 
     def _idle_too_long(self, t: Thread, occurred: int) -> bool:
         """An event more than the TTL after the thread's last one finds it archived, whether or not the
@@ -710,17 +808,22 @@ class PartitionState:
         idle = [pid for pid, t in self.threads.items() if t.last_us < before_us]
         for pid in idle:
             del self.threads[pid]
-            self.archived.add(pid)
+        if self.cold is not None:  # a stored copy is the thread as it went cold unless it is in memory
+            gone = [pid for pid in self.cold.idle(before_us) if pid not in self.threads]
+            self.cold.drop([*gone, *idle])  # an idle thread in memory may have an older copy there
+            idle.extend(gone)
         if idle:
-            for submolt, window in self.submolt_posts.items():
-                if window.retain(self.threads.__contains__):
+            self.archived.update(idle)
+            archived = set(idle)
+            for submolt, window in self.submolt_posts.items():  # a window holds only threads
+                if window.retain(lambda p: p not in archived):
                     self.dirty_submolts.add(submolt)
 
     def _close(self, start: int) -> WindowPartial:
         acc = self.windows.pop(start, None) or WindowAcc()
         touched = []
         for pid in sorted(acc.touched):
-            t = self.threads.get(pid)
+            t = self._thread(pid, keep=False)
             if t is not None:
                 touched.append([pid, len(t.comments), len(t.participants), t.max_depth])
         return {
@@ -767,12 +870,16 @@ class PartitionState:
 
     def _refresh_feed(self, submolt: str) -> None:
         window = self.submolt_posts.get(submolt)
-        threads = self.threads
         n = self.feed_size
         self._feed_cache[submolt] = {
-            "new": [threads[p].item() for p in window.top_new(n)] if window else [],
-            "hot": [threads[p].item() for p in window.top_hot(n)] if window else [],
+            "new": [self._item(p) for p in window.top_new(n)] if window else [],
+            "hot": [self._item(p) for p in window.top_hot(n)] if window else [],
         }
+
+    def _item(self, post_id: str) -> FeedItem:
+        t = self._thread(post_id, keep=False)
+        assert t is not None, post_id  # a feed window holds only threads
+        return t.item()
 
     # --------------------------------------------------------------- snapshots
     def to_snapshot(self) -> bytes:
@@ -794,25 +901,7 @@ class PartitionState:
             "partitions": self.partitions,
             "window_us": self.window_us,
             "society": self.society,
-            "threads": [
-                [
-                    t.post_id,
-                    t.submolt,
-                    t.author,
-                    t.title,
-                    t.created_us,
-                    t.score,
-                    [[cid, a, d] for cid, (a, d) in t.comments.items()],
-                    sorted(t.participants),
-                    t.max_depth,
-                    t.recent,
-                    t.excerpt,
-                    t.last_us,
-                    t.removed,
-                    sorted(t.removed_comments),
-                ]
-                for t in self.threads.values()
-            ],
+            "threads": [t.row() for t in self._every_thread()],
             "archived": sorted(self.archived),
             "last_archive_us": self._last_archive_us,
             "submolt_posts": {s: w.newest for s, w in self.submolt_posts.items()},
@@ -882,39 +971,8 @@ class PartitionState:
 
     def _restore(self, doc: dict[str, Any]) -> None:
         for row in doc["threads"]:
-            (
-                pid,
-                submolt,
-                author,
-                title,
-                created,
-                score,
-                comments,
-                parts,
-                depth,
-                recent,
-                excerpt,
-                last,
-                *rm,
-            ) = row
-            # rows of snapshots taken before removals existed have no removal fields
-            removed, removed_comments = (rm[0], frozenset(rm[1])) if rm else (False, frozenset[str]())
-            self.threads[pid] = Thread(
-                pid,
-                submolt,
-                author,
-                title,
-                created,
-                score,
-                {cid: (a, d) for cid, a, d in comments},
-                set(parts),
-                depth,
-                recent,
-                excerpt,
-                last,
-                removed,
-                removed_comments,
-            )
+            t = Thread.of_row(row)
+            self.threads[t.post_id] = t
         self.archived = set(doc["archived"])
         self._last_archive_us = doc["last_archive_us"]
         threads = self.threads
