@@ -163,7 +163,9 @@ class _StateOut:
         outcome = state.accept_action(value, now_us, key=key)
         if isinstance(outcome, Accepted):
             self.keys.append(key)
-            self.values.append(value)
+            # a copy of exactly its length: orjson's result keeps its 4 KiB write buffer, which made a
+            # batch of 50,000 pending events 200 MB instead of 20
+            self.values.append(bytes(memoryview(value)))
             if len(self.values) >= self.batch:
                 self.send_events()
         elif isinstance(outcome, Rejected):
