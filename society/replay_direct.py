@@ -23,6 +23,13 @@ has sorted the history on disk (each with its own memory, not a copy of the impo
 - this process shows progress and watches the others: one that dies or says nothing for ``STALL_S`` ends
   the replay with a message, and the others with it (they also die with this process).
 
+A state process's memory does not grow with the history: at most ``replay_direct_hot_threads`` threads
+per partition stay in memory, the least recently used wait on disk (``streams.cold_threads``) until an
+event of theirs comes; and of the accepted event ids, which a stream worker keeps to know a redelivery or
+a conflicting reuse, it keeps only those that occur more than once in the sorted history
+(``importers.spill.repeated_ties``, found from the import's sort before the processes start): no other
+id can come again. Neither changes a record sent (``tests/unit/test_cold_state.py``).
+
 So the stored events, metrics and dead letters are those of a replay through a stack with as many stream
 workers as there are state processes (tested against the stack on a history that fits both ways), with the
 Kafka coordinates its topics would have given them; only ``emitted_at`` of a metric (the wall clock)

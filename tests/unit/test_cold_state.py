@@ -12,6 +12,10 @@ they send to the insert process: events with their offsets, window partials, dea
 a generated MoltBook archive with a redelivered event, a conflicting reuse of an event id and a comment on
 a post that does not exist added; the thread TTL is short, so threads are also archived (from memory and
 from disk) and later events in them dead-lettered.
+
+The stream workers' record sequence of ``test_snapshots`` (a simulated society with feeds at every tick,
+redeliveries, conflicting ids on both partitions, garbage, archived threads) checks the same at the level
+of ``PartitionState``, feeds and snapshots included.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import orjson
 import pytest
+from test_snapshots import PARTITIONS, Rec, config, fresh_states, outcome, society_records
 
 from molt_society.bench.archive_gen import generate
 from molt_society.importers.spill import SortedSpill, repeated_ties
@@ -33,6 +38,7 @@ from molt_society.runtime.settings import Settings
 from molt_society.society import replay_direct
 from molt_society.streams import partition_state
 from molt_society.streams.cold_threads import ColdThreads
+from molt_society.streams.partition_state import EventIds, PartitionState
 
 TTL_S = 6 * 3600.0  # the generated posts span seven days: many threads go idle for longer
 
@@ -146,3 +152,30 @@ def test_event_ids_remember_only_repeated_ones() -> None:
     assert ids.get(uid_once) is None
     assert len(ids) == 1
     assert ids.unpack(ids.get(uid_twice) or 0) == (456, 0)
+
+
+def test_a_state_with_cold_threads_answers_every_record_as_one_without(tmp_path: Path) -> None:
+    records: list[Rec] = society_records()
+    warm = fresh_states()
+    expected = [outcome(warm[r.partition], r) for r in records]
+    final = {p: s.to_snapshot() for p, s in warm.items()}
+    ids = EventIds()
+    colds = {p: ColdThreads(tmp_path) for p in range(PARTITIONS)}
+    try:
+        states = {
+            p: PartitionState(p, PARTITIONS, **config(ids), cold=colds[p], hot_threads=2)
+            for p in range(PARTITIONS)
+        }
+        got = [outcome(states[r.partition], r) for r in records]
+        assert got == expected  # outcomes, partials and every tick's feeds
+        assert sum(c.loads for c in colds.values()) > 100
+        for p, state in states.items():  # a snapshot holds every thread, in memory or not
+            restored = PartitionState.from_snapshot(state.to_snapshot(), p, PARTITIONS, **config(EventIds()))
+            before = PartitionState.from_snapshot(final[p], p, PARTITIONS, **config(EventIds()))
+            assert sorted(t.row() for t in restored.threads.values()) == sorted(
+                t.row() for t in before.threads.values()
+            )
+    finally:
+        for cold in colds.values():
+            cold.close()
+    assert not any(tmp_path.iterdir())  # the databases are removed
