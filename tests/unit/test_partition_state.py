@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import orjson
 import pytest
+import structlog
 from aiokafka import TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from structlog.testing import capture_logs
@@ -1058,6 +1059,9 @@ def test_a_failed_rebuild_is_logged_and_stops_the_processor(monkeypatch: pytest.
     monkeypatch.setattr(kafka, "consumer", lambda *_, **__: _FakeConsumer())
     monkeypatch.setattr(processor, "partition_count", partition_count)
     monkeypatch.setattr(processor.ActionProcessor, "_rebuild", rebuild)
+    # a logger of its own: the module's may have been cached by an earlier test with a processor list that
+    # a later configure_logging replaced, and capture_logs changes only the current list
+    monkeypatch.setattr(processor, "log", structlog.get_logger("molt_society.streams.processor"))
     proc = processor.ActionProcessor(Settings(kafka_bootstrap="127.0.0.1:1"), "127.0.0.1:1", "s")
     with capture_logs() as logs, pytest.raises(processor.RebuildFailed) as info:
         asyncio.run(asyncio.wait_for(proc.run(asyncio.Event()), timeout=10))
