@@ -1,11 +1,12 @@
 """The state of one events partition: validation, the thread registry, feeds and event-time windows.
 
-One ``PartitionState`` exists per partition a stream worker owns. It is pure (no I/O): the processor feeds
-it records and ships what it returns. Because it depends only on the records of its partition, in order,
-it can be rebuilt at any time by replaying the partition's accepted events and applied watermarks, which is
-how a worker that takes over a partition recovers: from its newest snapshot (``to_snapshot`` /
-``from_snapshot``, written by ``streams.snapshots``) and the log after it, so the log below the snapshot
-can be trimmed.
+One ``PartitionState`` exists per partition a stream worker owns. It is pure (no I/O; a direct replay
+gives it a store for its idle threads, ``streams.cold_threads``, which changes nothing it returns): the
+processor feeds it records and ships what it returns. Because it depends only on the records of its
+partition, in order, it can be rebuilt at any time by replaying the partition's accepted events and
+applied watermarks, which is how a worker that takes over a partition recovers: from its newest snapshot
+(``to_snapshot`` / ``from_snapshot``, written by ``streams.snapshots``) and the log after it, so the log
+below the snapshot can be trimmed.
 
 Contract:
 
