@@ -80,10 +80,6 @@ class ColdThreads:
         """Every stored (post id, row), by post id."""
         yield from self._db.execute("SELECT post_id, row FROM thread ORDER BY post_id")
 
-    def __len__(self) -> int:
-        count: int = self._db.execute("SELECT count(*) FROM thread").fetchone()[0]
-        return count
-
     def close(self) -> None:
         """Remove the database (the threads in it are gone)."""
         self._db.close()
