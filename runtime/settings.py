@@ -140,6 +140,11 @@ class Settings(BaseSettings):
     report_judge_comments: int = Field(
         default=10, ge=0, le=5000, description="comments the report's LLM judge rates (Superminds; 0: off)"
     )
+    report_embeddings_runtime: Literal["auto", "onnx", "torch", "cuda"] = Field(
+        default="auto",
+        description="where the report's sentence embeddings run: auto = a CUDA GPU when torch sees one, else"
+        " ONNX Runtime on the CPU (the same vectors as torch, about twice as fast), else torch on the CPU",
+    )
 
     # --- metrics ------------------------------------------------------------------------------
     window_seconds: float = Field(
