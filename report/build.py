@@ -33,6 +33,7 @@ from molt_society.report import (
 from molt_society.report.embeddings import Encoder, ensure_embeddings
 from molt_society.report.model import Item, Report, Scalar, Section
 from molt_society.report.published import annotate
+from molt_society.report.sample import agent_sample
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.text_source import TextSource, apply_caveat, text_source
 
@@ -159,8 +160,14 @@ def build_report(
     if embed and (only is None or {"semantic", "individual"} & only):
         started = time.perf_counter()
         enc = encoder or Encoder()
+        sample = agent_sample(wh, society)
+        settings["embeddings_sample"] = sample.describe()
         n, _ = ensure_embeddings(
-            wh, society, enc, progress=lambda done, todo: say(f"embedding texts {done:,}/{todo:,}")
+            wh,
+            society,
+            enc,
+            progress=lambda done, todo: say(f"embedding texts {done:,}/{todo:,}"),
+            agents=sample.where(),
         )
         settings["texts_embedded_now"] = n
         settings["embeddings_runtime"] = enc.runtime or "not loaded (nothing to embed)"

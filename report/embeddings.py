@@ -105,27 +105,30 @@ class Encoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def missing_count(wh: Warehouse, society: str) -> int:
-    """Distinct texts of ``society`` that have no stored embedding yet."""
+def missing_count(wh: Warehouse, society: str, agents: str = "1") -> int:
+    """Distinct texts of ``society`` (by the agents ``agents``, a SQL condition on ``actor``) that have no
+    stored embedding yet."""
     sql = f"""
         SELECT uniqExact(text_hash) FROM texts
-        WHERE society = {quoted(society)}
+        WHERE society = {quoted(society)} AND ({agents})
           AND text_hash NOT IN (SELECT text_hash FROM embeddings WHERE model = '{MODEL}')"""
     return int(wh.query(sql).rows[0][0])
 
 
 def ensure_embeddings(
-    wh: Warehouse, society: str, encoder: Encoder, progress: Progress | None = None
+    wh: Warehouse, society: str, encoder: Encoder, progress: Progress | None = None, agents: str = "1"
 ) -> tuple[int, float]:
-    """Embed and store every distinct text of ``society`` not embedded yet; (texts embedded, seconds)."""
-    todo = missing_count(wh, society)
+    """Embed and store every distinct text of ``society`` not embedded yet (only the texts of the agents
+    ``agents``, a SQL condition on ``actor``: the report's sample, ``report.sample``); (texts embedded,
+    seconds)."""
+    todo = missing_count(wh, society, agents)
     done = 0
     started = time.perf_counter()
     while done < todo:
         rows = wh.query(
             f"""
             SELECT text_hash, any(text) FROM texts
-            WHERE society = {quoted(society)}
+            WHERE society = {quoted(society)} AND ({agents})
               AND text_hash NOT IN (SELECT text_hash FROM embeddings WHERE model = '{MODEL}')
             GROUP BY text_hash ORDER BY text_hash LIMIT {BATCH}"""
         ).rows

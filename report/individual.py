@@ -28,6 +28,7 @@ import numpy.typing as npt
 from molt_society.report.common import missing, records
 from molt_society.report.embeddings import vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series
+from molt_society.report.sample import AgentSample, agent_bootstrap, agent_sample
 from molt_society.report.source import Warehouse, quoted
 
 MIN_POSTS = 4
@@ -140,18 +141,21 @@ def _rowcos(a: Vec, b: Vec) -> npt.NDArray[np.float64]:
 
 
 def load(
-    wh: Warehouse, society: str
+    wh: Warehouse, society: str, sample: AgentSample | None = None
 ) -> tuple[dict[str, list[Post]], list[tuple[str, float, Vec]], Vec | None]:
-    """Posts per agent in time order, comments on other agents' texts, and the global post centroid."""
+    """Posts per agent in time order, comments on other agents' texts, and the global post centroid: of
+    the agents of ``sample`` (comments whose commenter and commented author are both in it), else all."""
     q = quoted(society)
-    vecs = vectors_for(wh, f"SELECT text_hash FROM texts WHERE society = {q}")
+    mine = sample.where("actor") if sample is not None else "1"
+    mine_t = sample.where("t.actor") if sample is not None else "1"
+    vecs = vectors_for(wh, f"SELECT text_hash FROM texts WHERE society = {q} AND {mine}")
     post_rows = records(
         wh,
         f"""SELECT t.actor AS actor, toUnixTimestamp64Micro(t.occurred_at) AS at, t.text_hash AS h,
                    ifNull(s.score, 0) AS score
             FROM texts AS t
             LEFT JOIN (SELECT post_id, score FROM threads WHERE society = {q}) AS s ON t.post_id = s.post_id
-            WHERE t.society = {q} AND t.kind = 'post'
+            WHERE t.society = {q} AND t.kind = 'post' AND {mine_t}
             ORDER BY actor, at, t.text_id""",
     )
     by_agent: dict[str, list[Post]] = defaultdict(list)
@@ -165,8 +169,8 @@ def load(
         wh,
         f"""SELECT c.actor AS actor, toUnixTimestamp64Micro(c.occurred_at) AS at, x.text_hash AS h
             FROM (SELECT actor, occurred_at, depth, post_id, parent_id FROM texts
-                  WHERE society = {q} AND kind = 'comment') AS c
-            INNER JOIN (SELECT kind, text_id, actor, text_hash FROM texts WHERE society = {q}) AS x
+                  WHERE society = {q} AND kind = 'comment' AND {mine}) AS c
+            INNER JOIN (SELECT kind, text_id, actor, text_hash FROM texts WHERE society = {q} AND {mine}) AS x
                 ON x.text_id = if(c.depth = 1, c.post_id, c.parent_id)
                AND x.kind = if(c.depth = 1, 'post', 'comment')
             WHERE x.actor != c.actor""",
@@ -180,8 +184,9 @@ def load(
 
 
 def items(wh: Warehouse, society: str) -> list[Item]:
-    by_agent, comments, centroid = load(wh, society)
-    out: list[Item] = []
+    sample = agent_sample(wh, society)
+    by_agent, comments, centroid = load(wh, society, sample)
+    out: list[Item] = [Scalar("individual.sample_agents", f"agents read: {sample.describe()}", sample.agents)]
     if centroid is None:
         why = "the society has no post with an embedding"
         return [
@@ -219,12 +224,18 @@ def items(wh: Warehouse, society: str) -> list[Item]:
             ),
             _hist("individual.drift_hist", "Semantic drift per agent", "drift (1 - cosine)", d["drift"]),
         ]
-    fb = feedback_progress(by_agent)
+    if sample.sampled and n:
+        out += _cis("individual.drift", "mean semantic drift", [np.array([v]) for v in d["drift"]])
+        out += _cis("individual.societal_pull", "mean societal pull", [np.array([v]) for v in d["pull"]])
+    fb_groups = [np.asarray(feedback_progress({a: ps}), dtype=np.float64) for a, ps in by_agent.items()]
+    fb = [float(v) for g in fb_groups for v in g]
     out.append(
         Scalar("individual.feedback_windows", "agent windows with feedback (pairs of 10 posts)", len(fb))
     )
     if fb:
         out.append(Scalar("individual.feedback_net_progress", "mean net progress", float(np.mean(fb))))
+        if sample.sampled:
+            out += _cis("individual.feedback_net_progress", "mean net progress", fb_groups)
     else:
         most = max(len(p) for p in by_agent.values())
         out.append(
@@ -235,12 +246,20 @@ def items(wh: Warehouse, society: str) -> list[Item]:
                 f"{WINDOW} (most posts by one agent: {most})",
             )
         )
-    imp = interaction_impact(by_agent, comments)
+    by_commenter: dict[str, list[tuple[str, float, Vec]]] = defaultdict(list)
+    for c in comments:
+        by_commenter[c[0]].append(c)
+    imp_groups = [
+        np.asarray(interaction_impact(by_agent, cs), dtype=np.float64) for cs in by_commenter.values()
+    ]
+    imp = [float(v) for g in imp_groups for v in g]
     out.append(
         Scalar("individual.impact_pairs", "comments with the commenter's posts before and after", len(imp))
     )
     if imp:
         out.append(Scalar("individual.interaction_impact", "mean interaction impact", float(np.mean(imp))))
+        if sample.sampled:
+            out += _cis("individual.interaction_impact", "mean interaction impact", imp_groups)
     else:
         out.append(
             missing(
@@ -250,6 +269,17 @@ def items(wh: Warehouse, society: str) -> list[Item]:
             )
         )
     return out
+
+
+def _cis(key: str, label: str, groups: list[npt.NDArray[np.float64]]) -> list[Item]:
+    """The 95% bootstrap interval of a mean over the sampled agents (``report.sample.agent_bootstrap``)."""
+    ci = agent_bootstrap(groups)
+    why = "fewer than two sampled agents have a value"
+    what = f"{label}: 95% bootstrap CI over the sampled agents"
+    return [
+        Scalar(f"{key}_ci_low", f"{what}, low", ci[0] if ci else None, None if ci else why),
+        Scalar(f"{key}_ci_high", f"{what}, high", ci[1] if ci else None, None if ci else why),
+    ]
 
 
 def _hist(key: str, title: str, x_label: str, values: list[float], bins: int = 20) -> Figure:

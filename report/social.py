@@ -17,6 +17,8 @@ import numpy.typing as npt
 from molt_society.report.common import epoch, missing, num, records
 from molt_society.report.embeddings import MODEL, vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series, Style, Table
+from molt_society.report.sample import AgentSample, agent_sample
+from molt_society.report.semantic_sample import sampled_days
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
@@ -329,7 +331,11 @@ def knn_similarity(
 
 
 def semantic(wh: Warehouse, society: str) -> list[Item]:
-    """Per day: centroid similarity to the previous day, mean pairwise and 10-nearest-neighbour similarity."""
+    """Per day: centroid similarity to the previous day, mean pairwise and 10-nearest-neighbour similarity
+    (on the report's sample of agents when the society is large: ``report.sample``)."""
+    sample = agent_sample(wh, society)
+    if sample.sampled:
+        return semantic_of_sample(wh, society, sample)
     daily = _daily_rows(
         wh,
         "semantic_daily",
@@ -338,7 +344,38 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
     )
     if not daily:
         return _all_missing(SEMANTIC_KEYS, "the society has no text (posts or comments) with an embedding")
-    knn = _knn_per_day(wh, quoted(society), daily)
+    return _semantic_items(daily, _knn_per_day(wh, quoted(society), daily))
+
+
+def semantic_of_sample(wh: Warehouse, society: str, sample: AgentSample) -> list[Item]:
+    """Semantic stability on the texts of ``sample``'s agents (``report.semantic_sample``), with the
+    sample's size and bootstrap intervals over its agents."""
+    got = sampled_days(wh, society, sample, HEAVY_COPIES)
+    head: list[Item] = [
+        Scalar("semantic.sample_agents", f"agents read: {sample.describe()}", sample.agents),
+    ]
+    if not got.days:
+        why = "the sampled agents have no text with an embedding"
+        return head + _all_missing(SEMANTIC_KEYS, why)
+    daily = [
+        {"day": d, "texts": n, "pairwise": p, "centroid": c}
+        for d, n, p, c in zip(got.days, got.texts, got.pairwise, got.centroid, strict=True)
+    ]
+    knn = [knn_similarity(m, queries=KNN_QUERIES) for m in got.matrices]
+    for key, name in (("semantic.centroid_similarity", "centroid"), ("semantic.mean_pairwise", "pairwise")):
+        ci = got.ci.get(name)
+        what = f"{key}: 95% bootstrap CI over the sampled agents"
+        why = "too few sampled agents with text on consecutive days"
+        head += [
+            Scalar(f"{key}_ci_low", f"{what}, low", ci[0] if ci else None, None if ci else why),
+            Scalar(f"{key}_ci_high", f"{what}, high", ci[1] if ci else None, None if ci else why),
+        ]
+    return head + _semantic_items(daily, knn, among="the day's sampled texts (fewer candidates than all)")
+
+
+def _semantic_items(
+    daily: list[dict[str, Any]], knn: list[float | None], among: str = "all of its texts"
+) -> list[Item]:
     xs = [epoch(r["day"]) for r in daily]
     style: Style = "points" if len(daily) == 1 else "line"
     fig = Figure(
@@ -374,7 +411,7 @@ def semantic(wh: Warehouse, society: str) -> list[Item]:
         _mean_of(
             knn,
             "semantic.knn10",
-            f"mean similarity to the {KNN} nearest neighbours (mean over days)",
+            f"mean similarity to the {KNN} nearest neighbours (mean over days; searched among {among})",
             f"no day has more than {KNN} texts",
         ),
         fig,

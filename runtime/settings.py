@@ -140,6 +140,12 @@ class Settings(BaseSettings):
     report_judge_comments: int = Field(
         default=10, ge=0, le=5000, description="comments the report's LLM judge rates (Superminds; 0: off)"
     )
+    report_sample_texts: int = Field(
+        default=50_000,
+        ge=0,
+        description="above this many texts the report's semantic and individual sections read a random "
+        "sample of agents with about this many texts (report.sample; 0: every text, whatever the size)",
+    )
     report_embeddings_runtime: Literal["auto", "onnx", "torch", "cuda"] = Field(
         default="auto",
         description="where the report's sentence embeddings run: auto = a CUDA GPU when torch sees one, else"
