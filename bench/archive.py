@@ -11,6 +11,9 @@
 4. After the default path's replay, ``society export NAME --format F`` of the stored society back to the
    same layout (``observatory-sqlite``, or ``moltbook-json`` for posts_full): wall time, peak RSS, and the
    posts and comments it says it wrote, against the manifest.
+5. Then ``society report NAME`` of that society (``--report first``, the default: the first layout's;
+   ``all``; ``none``), as a user runs it: the embeddings on the report's sample of agents
+   (``report.sample``) included; wall time, peak RSS, and each section's time from the report's JSON.
 
 Results go to the terminal and to BENCHMARKS.md between the ``archive`` markers (``--no-write`` skips).
 """
@@ -51,6 +54,7 @@ ROLES = (
     ("multiprocessing.resource_tracker", "multiprocessing's resource tracker"),
     ("replay", "society replay (import + publish)"),
     ("export", "society export"),
+    ("report", "society report"),
 )
 SPAWNED = "multiprocessing.spawn"
 """A spawned process before it has named itself (``society.replay_direct``)."""
@@ -178,6 +182,27 @@ def export_layout(layout: str, work: Path) -> dict[str, Any]:
     }
 
 
+def report_layout(layout: str, work: Path) -> dict[str, Any]:
+    """``society report`` of the society replayed from ``layout``: time, memory, each section's time."""
+    env = society_env(work, drop=("KAFKA_BOOTSTRAP",))
+    html = work / "report.html"
+    cmd = [*society_command(), "report", layout.replace("-", "_"), "--out", str(html)]
+    err.print(f"[bold]{layout}[/bold]: {' '.join(cmd[-4:])}")
+    seconds, rss, _ = _timed(cmd, env, work / "report.log")
+    rep = json.loads(html.with_suffix(".json").read_text())["reports"][0]
+    settings = rep["settings"]
+    return {
+        "seconds": seconds,
+        "rss": rss,
+        "events": rep["events"],
+        "sections": [(s["title"], s.get("seconds") or 0.0, s.get("error")) for s in rep["sections"]],
+        "embedding_s": settings.get("embedding_seconds"),
+        "embedded": settings.get("texts_embedded_now"),
+        "sample": settings.get("embeddings_sample"),
+        "runtime": settings.get("embeddings_runtime"),
+    }
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = [
         BEGIN,
@@ -226,6 +251,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"(slowest {worst_s:.0f} s).",
         "",
         *_export_lines(res),
+        *_report_lines(res),
         END,
     ]
     return "\n".join(lines)
@@ -255,6 +281,27 @@ def _export_lines(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _report_lines(res: dict[str, Any]) -> list[str]:
+    rows = [(key.split(" ")[0], r["report"]) for key, r in res["layouts"].items() if "report" in r]
+    lines: list[str] = []
+    for layout, r in rows:
+        rss = ", ".join(f"{k} {v / 2**20:,.0f}" for k, v in sorted(r["rss"].items(), key=lambda kv: -kv[1]))
+        lines += [
+            "",
+            f"Then `society report` of the {layout} society ({r['events']:,} events), as a user runs it: "
+            f"**{r['seconds']:.0f} s** in all, peak RSS {rss} MiB. Embeddings ({r['runtime']}): "
+            f"{r['embedded'] or 0:,} texts in {r['embedding_s'] or 0:.0f} s, on {r['sample']}.",
+            "",
+            "| section | seconds |",
+            "|---|---:|",
+            *(
+                f"| {title}{' (error: ' + err_ + ')' if err_ else ''} | {sec:,.1f} |"
+                for title, sec, err_ in r["sections"]
+            ),
+        ]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--posts", type=int, default=300_000)
@@ -262,6 +309,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--layout", action="append", choices=sorted(FILES), help="default: both")
     ap.add_argument(
         "--through", action="append", choices=["auto", "stack", "direct"], help="default: auto, then stack"
+    )
+    ap.add_argument(
+        "--report",
+        choices=["first", "all", "none"],
+        default="first",
+        help="society report of the default path's society: the first layout's (default), each, or none",
     )
     ap.add_argument("--work", type=Path, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
@@ -290,6 +343,9 @@ def main(argv: list[str] | None = None) -> None:
                 if through == "auto":
                     r["export"] = export_layout(layout, sub)
                     err.print(json.dumps(r["export"], default=str))
+                    if args.report == "all" or (args.report == "first" and layout == layouts[0]):
+                        r["report"] = report_layout(layout, sub)
+                        err.print(json.dumps(r["report"], default=str))
                 shutil.rmtree(sub / "clickhouse", ignore_errors=True)
         publish(markdown(res), args.out, not args.no_write, BEGIN, END)
     finally:

@@ -22,8 +22,10 @@ duration > 0, event = 1). ``cascades.count`` (the number of cascades) has no pub
 does not give it.
 
 Above ``MAX_ADOPTIONS`` adoptions, the saturation models run on a deterministic hash sample of whole
-cascades (``cityHash64(kind, item)``; the report says how many cascades were used); the cascade counts and
-the power law always use every cascade.
+cascades (``cityHash64(kind, item)``; the report says how many cascades were used), and above
+``MAX_EXPOSURES`` exposures (adoptions times the adopter's out-degree) on the first whole cascades in the
+order of that hash that fit (``cap_exposures``); the cascade counts and the power law always use every
+cascade.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ FloatArray = npt.NDArray[np.float64]
 
 KINDS = ("meme", "skill", "behaviour")
 MAX_ADOPTIONS = 1_000_000
+MAX_EXPOSURES = 10_000_000
 
 
 def cascade_sizes(wh: Warehouse, society: str) -> dict[str, dict[int, int]]:
@@ -107,7 +110,37 @@ def diffusion(wh: Warehouse, society: str, adoptions: int) -> tuple[Diffusion, i
         n_nodes=len(nodes),
         n_cascades=int(cascade_ids.size),
     )
-    return d, int(cascade_ids.size)
+    return cap_exposures(d, cascade_ids)
+
+
+def cap_exposures(d: Diffusion, cascade_ids: npt.NDArray[np.uint64]) -> tuple[Diffusion, int]:
+    """``d`` with at most ``MAX_EXPOSURES`` exposures (an adoption times its adopter's out-degree: the
+    (adopter, successor) pairs ``saturation.structure`` indexes, about 60 bytes each while it does), and
+    the number of cascades kept: whole cascades in the order of their hash (``cascade_ids``, the
+    ``cityHash64(kind, item)`` of each index), as many as fit. A few prolific agents' adoptions make the
+    exposures grow much faster than the adoptions (at 1.35M events, 1M adoptions gave some 10^8)."""
+    out_degree = np.bincount(d.src, minlength=d.n_nodes)
+    per_row = np.where(d.agent >= 0, out_degree[np.maximum(d.agent, 0)], 0)
+    per_cascade = np.bincount(d.cascade, weights=per_row, minlength=d.n_cascades)
+    if per_cascade.sum() <= MAX_EXPOSURES:
+        return d, d.n_cascades
+    order = np.argsort(cascade_ids, kind="stable")
+    fits = np.cumsum(per_cascade[order]) <= MAX_EXPOSURES
+    fits[0] = True  # at least one cascade
+    keep = np.zeros(d.n_cascades, dtype=bool)
+    keep[order[fits]] = True
+    rows = keep[d.cascade]
+    new_index = np.cumsum(keep) - 1
+    kept = Diffusion(
+        cascade=new_index[d.cascade[rows]].astype(np.int64),
+        agent=d.agent[rows],
+        hours=d.hours[rows],
+        src=d.src,
+        dst=d.dst,
+        n_nodes=d.n_nodes,
+        n_cascades=int(keep.sum()),
+    )
+    return kept, kept.n_cascades
 
 
 def items(wh: Warehouse, society: str) -> list[Item]:
@@ -153,7 +186,8 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         out.append(
             Scalar(
                 "saturation.cascades_used",
-                f"Cascades used by the saturation models (hash sample, cap {MAX_ADOPTIONS:,} adoptions)",
+                f"Cascades used by the saturation models (hash sample, caps {MAX_ADOPTIONS:,} adoptions and "
+                f"{MAX_EXPOSURES:,} exposures)",
                 used,
                 unit="cascades",
             )

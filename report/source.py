@@ -119,14 +119,19 @@ class SinkWarehouse:
 
 def report_limits(settings: Settings) -> ReadLimits:
     """Limits of the report's own read-only session on a stopped society: its fixed queries scan the whole
-    history (lexical turnover of a 86,000-text crawl needs more than 2 GiB and 60 s), and no sink's inserts
-    share the engine then. Still read-only, one statement at a time, two threads."""
+    history (lexical turnover of a 86,000-text crawl needs more than 2 GiB and 60 s; at 1.35M events the
+    cascades' aggregation needed more than 8 GiB until it could spill to disk), and no sink's inserts share
+    the engine then. Still read-only, one statement at a time, two threads."""
     return ReadLimits(
         max_execution_time=settings.report_query_timeout_seconds,
         max_memory_usage=settings.report_query_max_memory_bytes,
         max_result_bytes=settings.report_query_max_memory_bytes,
+        # rows are bounded by the bytes above: a large society's interaction edges or adoptions exceed the
+        # outside queries' million rows
+        max_result_rows=1 << 40,
         max_block_size=65_409,
         max_threads=2,
+        spill_bytes=settings.report_query_spill_bytes,
     )
 
 

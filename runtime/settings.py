@@ -244,6 +244,13 @@ class Settings(BaseSettings):
     report_query_max_memory_bytes: int = Field(
         default=8 << 30, ge=1 << 28, description="max_memory_usage of one of the report's own queries"
     )
+    report_query_spill_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="above this many bytes one of the report's GROUP BY or ORDER BY goes on in temporary "
+        "files (ClickHouse's external aggregation and sort; 0: never): the whole-history views of a large "
+        "society otherwise hold every group in memory",
+    )
     allow_remote: bool = Field(
         default=False,
         description="let the dashboard and the sink listen beyond loopback (they warn when they do)",

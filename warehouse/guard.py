@@ -119,9 +119,11 @@ class ReadLimits:
     max_threads: int = 1
     # rows per block: a result over max_result_bytes is caught within one block of the limit
     max_block_size: int = 8192
+    # above this many bytes a GROUP BY or ORDER BY goes on in temporary files on disk (0: never)
+    spill_bytes: int = 0
 
     def settings(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "max_execution_time": self.max_execution_time,
             "max_memory_usage": self.max_memory_usage,
             "max_result_rows": self.max_result_rows,
@@ -130,6 +132,10 @@ class ReadLimits:
             "max_threads": self.max_threads,
             "max_block_size": self.max_block_size,
         }
+        if self.spill_bytes:
+            out["max_bytes_before_external_group_by"] = self.spill_bytes
+            out["max_bytes_before_external_sort"] = self.spill_bytes
+        return out
 
 
 class ReadOnlySession:

@@ -31,3 +31,20 @@ def test_report_limits_follow_the_settings() -> None:
     s = Settings(report_query_timeout_seconds=120, report_query_max_memory_bytes=3 << 30)
     limits = report_limits(s)
     assert (limits.max_execution_time, limits.max_memory_usage) == (120, 3 << 30)
+
+
+def test_the_report_session_spills_large_aggregations_to_disk(tmp_path: Path) -> None:
+    """A whole-history GROUP BY of a large society goes on in temporary files past the setting (at 1.35M
+    events the cascades' aggregation needed more than 8 GiB without), as ClickHouse itself reports; an
+    outside query's session does not."""
+    wh = ClientWarehouse.open(f"chdb://{tmp_path / 'ch'}")
+    try:
+        got = wh.query(
+            "SELECT getSetting('max_bytes_before_external_group_by'), "
+            "getSetting('max_bytes_before_external_sort'), getSetting('max_result_rows')"
+        ).rows[0]
+        spill = Settings().report_query_spill_bytes
+        assert [int(v) for v in got] == [spill, spill, 1 << 40]
+    finally:
+        wh.close()
+    assert "max_bytes_before_external_group_by" not in ReadLimits().settings()
