@@ -77,14 +77,16 @@ SPECS: list[Spec] = [
         "Semantic stability",
         "all-MiniLM-L6-v2 embeddings: similarity of consecutive days' "
         "centroids, mean pairwise similarity and mean similarity to the 10 nearest neighbours per day (view "
-        "semantic_daily; the neighbours in numpy).",
+        "semantic_daily; the neighbours in numpy); above SOCIETY_REPORT_SAMPLE_TEXTS texts on a random "
+        "sample of agents, with bootstrap intervals over them (report.sample).",
         social.semantic,
     ),
     Spec(
         "individual",
         "Individual layer",
         "Semantic drift of each agent's posts, adaptation to feedback "
-        "(votes) and the impact of commenting on an agent's later posts.",
+        "(votes) and the impact of commenting on an agent's later posts; above SOCIETY_REPORT_SAMPLE_TEXTS "
+        "texts on the same random sample of agents, with bootstrap intervals.",
         individual.items,
     ),
     Spec(
