@@ -119,7 +119,7 @@ def cap_exposures(d: Diffusion, cascade_ids: npt.NDArray[np.uint64]) -> tuple[Di
     the number of cascades kept: whole cascades in the order of their hash (``cascade_ids``, the
     ``cityHash64(kind, item)`` of each index), as many as fit. A few prolific agents' adoptions make the
     exposures grow much faster than the adoptions (at 1.35M events, 1M adoptions gave some 10^8)."""
-    out_degree = np.bincount(d.src, minlength=d.n_nodes)
+    out_degree = np.bincount(d.src, minlength=max(d.n_nodes, 1))  # one 0 for a graph without nodes
     per_row = np.where(d.agent >= 0, out_degree[np.maximum(d.agent, 0)], 0)
     per_cascade = np.bincount(d.cascade, weights=per_row, minlength=d.n_cascades)
     if per_cascade.sum() <= MAX_EXPOSURES:

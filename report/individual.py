@@ -227,6 +227,14 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     if sample.sampled and n:
         out += _cis("individual.drift", "mean semantic drift", [np.array([v]) for v in d["drift"]])
         out += _cis("individual.societal_pull", "mean societal pull", [np.array([v]) for v in d["pull"]])
+    out += _feedback_items(by_agent, sample.sampled)
+    out += _impact_items(by_agent, comments, sample.sampled)
+    return out
+
+
+def _feedback_items(by_agent: dict[str, list[Post]], sampled: bool) -> list[Item]:
+    """Feedback adaptation: its windows, its mean net progress (with the sample's interval)."""
+    out: list[Item] = []
     fb_groups = [np.asarray(feedback_progress({a: ps}), dtype=np.float64) for a, ps in by_agent.items()]
     fb = [float(v) for g in fb_groups for v in g]
     out.append(
@@ -234,7 +242,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     )
     if fb:
         out.append(Scalar("individual.feedback_net_progress", "mean net progress", float(np.mean(fb))))
-        if sample.sampled:
+        if sampled:
             out += _cis("individual.feedback_net_progress", "mean net progress", fb_groups)
     else:
         most = max(len(p) for p in by_agent.values())
@@ -246,6 +254,14 @@ def items(wh: Warehouse, society: str) -> list[Item]:
                 f"{WINDOW} (most posts by one agent: {most})",
             )
         )
+    return out
+
+
+def _impact_items(
+    by_agent: dict[str, list[Post]], comments: list[tuple[str, float, Vec]], sampled: bool
+) -> list[Item]:
+    """Interaction impact: its pairs, its mean (with the sample's interval)."""
+    out: list[Item] = []
     by_commenter: dict[str, list[tuple[str, float, Vec]]] = defaultdict(list)
     for c in comments:
         by_commenter[c[0]].append(c)
@@ -258,7 +274,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     )
     if imp:
         out.append(Scalar("individual.interaction_impact", "mean interaction impact", float(np.mean(imp))))
-        if sample.sampled:
+        if sampled:
             out += _cis("individual.interaction_impact", "mean interaction impact", imp_groups)
     else:
         out.append(

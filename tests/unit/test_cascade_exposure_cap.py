@@ -55,3 +55,13 @@ def test_whole_cascades_in_hash_order_while_they_fit(monkeypatch: pytest.MonkeyP
     assert got.hours.tolist() == d.hours[rows].tolist()
     per_row = [out_degree[int(a)] if a >= 0 else 0 for a in got.agent]
     assert sum(per_row) == total
+
+
+def test_adoptions_without_a_graph_have_no_exposure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A society whose adopters never interacted: no node, every adopter -1 (a shared sample has this)."""
+    empty = np.zeros(0, dtype=np.int64)
+    d = Diffusion(np.array([0, 0, 1]), np.array([-1, -1, -1]), np.array([0.0, 1.0, 2.0]), empty, empty, 0, 2)
+    monkeypatch.setattr(cascades, "MAX_EXPOSURES", 0)
+    got, used = cascades.cap_exposures(d, np.array([5, 3], dtype=np.uint64))
+    assert got is d
+    assert used == 2
