@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 from stack_helpers import make_settings
 
@@ -206,6 +207,24 @@ def test_a_stored_society_exported_to_the_dump_layouts_imports_to_its_events(
     )
 
 
+def _gone(group: int, within: float = 60.0) -> None:
+    """Wait until every process of the process group ``group`` has exited (a killed process on a loaded
+    machine may take a moment to; a zombie has, and has closed its files)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = []
+        for proc in psutil.process_iter(["status"]):
+            try:
+                if os.getpgid(proc.pid) == group and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                    alive.append(proc.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes of group {group} still running {within:.0f} s after SIGKILL: {alive}")
+
+
 def test_a_killed_direct_replay_run_again_stores_each_row_once(
     both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path
 ) -> None:
@@ -228,6 +247,7 @@ def test_a_killed_direct_replay_run_again_stores_each_row_once(
     assert first.poll() is None, "the replay ended before it could be killed"
     os.killpg(first.pid, signal.SIGKILL)  # the command and its processes, at once
     first.wait(30)
+    _gone(first.pid)  # its insert process holds the store's lock until it has exited
     before = _stored(settings, "killed")
     assert len(before["events"]) < len(stored["via_direct"]["events"])  # it was cut short
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
