@@ -99,7 +99,7 @@ def _set_attention(hf: Any, kind: str) -> None:
 class OnnxEncoder:
     """Encodes as ``SentenceTransformer.encode(..., normalize_embeddings=True)`` does, on ONNX Runtime."""
 
-    def __init__(self, model: Any, threads: int | None = None) -> None:
+    def __init__(self, model: Any) -> None:
         _check_pipeline(model)
         try:
             import onnxruntime as ort
@@ -109,13 +109,10 @@ class OnnxEncoder:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only
-        if threads:
-            options.intra_op_num_threads = threads
         with tempfile.TemporaryDirectory(prefix="society-onnx-") as tmp:
             path = Path(tmp) / "model.onnx"
             _export(model, path)
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.providers: list[str] = list(self._session.get_providers())
 
     def encode(self, texts: Sequence[str], batch_size: int) -> FloatMatrix:
         model = self._model

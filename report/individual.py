@@ -30,6 +30,7 @@ from molt_society.report.embeddings import vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series
 from molt_society.report.sample import AgentSample, agent_bootstrap, agent_sample
 from molt_society.report.source import Warehouse, quoted
+from molt_society.report.verdicts import ci_scalars
 
 MIN_POSTS = 4
 WINDOW = 10
@@ -287,15 +288,10 @@ def _impact_items(
     return out
 
 
-def _cis(key: str, label: str, groups: list[npt.NDArray[np.float64]]) -> list[Item]:
+def _cis(key: str, label: str, groups: list[npt.NDArray[np.float64]]) -> list[Scalar]:
     """The 95% bootstrap interval of a mean over the sampled agents (``report.sample.agent_bootstrap``)."""
-    ci = agent_bootstrap(groups)
     why = "fewer than two sampled agents have a value"
-    what = f"{label}: 95% bootstrap CI over the sampled agents"
-    return [
-        Scalar(f"{key}_ci_low", f"{what}, low", ci[0] if ci else None, None if ci else why),
-        Scalar(f"{key}_ci_high", f"{what}, high", ci[1] if ci else None, None if ci else why),
-    ]
+    return ci_scalars(key, f"{label} over the sampled agents", agent_bootstrap(groups), why)
 
 
 def _hist(key: str, title: str, x_label: str, values: list[float], bins: int = 20) -> Figure:

@@ -53,12 +53,17 @@ def _cosine(a: F64, b: F64) -> F64:
     return out
 
 
+def heavy_texts(society_sql: str, copies: int) -> str:
+    """SQL of the (society, text_hash) pairs of texts with more than ``copies`` copies (left out)."""
+    return (
+        f"SELECT society, text_hash FROM texts WHERE society = {society_sql} GROUP BY society, text_hash "
+        f"HAVING count() > {copies}"
+    )
+
+
 def sampled_days(wh: Warehouse, society: str, sample: AgentSample, heavy_copies: int) -> SampledDays:
     q = quoted(society)
-    heavy = (
-        f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
-        f"HAVING count() > {heavy_copies}"
-    )
+    heavy = heavy_texts(q, heavy_copies)
     rows = wh.query(
         f"SELECT toString(toDate(occurred_at)), actor, text_hash FROM texts WHERE society = {q} "
         f"AND {sample.where()} AND (society, text_hash) NOT IN ({heavy})"

@@ -18,7 +18,7 @@ from molt_society.report.common import epoch, missing, num, records
 from molt_society.report.embeddings import MODEL, vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series, Style, Table
 from molt_society.report.sample import AgentSample, agent_sample
-from molt_society.report.semantic_sample import sampled_days
+from molt_society.report.semantic_sample import heavy_texts, sampled_days
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
@@ -363,13 +363,8 @@ def semantic_of_sample(wh: Warehouse, society: str, sample: AgentSample) -> list
     ]
     knn = [knn_similarity(m, queries=KNN_QUERIES) for m in got.matrices]
     for key, name in (("semantic.centroid_similarity", "centroid"), ("semantic.mean_pairwise", "pairwise")):
-        ci = got.ci.get(name)
-        what = f"{key}: 95% bootstrap CI over the sampled agents"
         why = "too few sampled agents with text on consecutive days"
-        head += [
-            Scalar(f"{key}_ci_low", f"{what}, low", ci[0] if ci else None, None if ci else why),
-            Scalar(f"{key}_ci_high", f"{what}, high", ci[1] if ci else None, None if ci else why),
-        ]
+        head += ci_scalars(key, f"{key} over the sampled agents", got.ci.get(name), why)
     return head + _semantic_items(daily, knn, among="the day's sampled texts (fewer candidates than all)")
 
 
@@ -429,10 +424,7 @@ def _semantic_items(
 
 def _knn_per_day(wh: Warehouse, q: str, daily: list[dict[str, Any]]) -> list[float | None]:
     """The 10-nearest-neighbour similarity of each day in ``daily``, texts with many copies left out."""
-    heavy = (
-        f"SELECT society, text_hash FROM texts WHERE society = {q} GROUP BY society, text_hash "
-        f"HAVING count() > {HEAVY_COPIES}"
-    )
+    heavy = heavy_texts(q, HEAVY_COPIES)
     # the day of every kept text, and each distinct text's vector fetched once
     by_day: dict[str, list[int]] = defaultdict(list)
     for day, h in wh.query(
