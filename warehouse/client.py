@@ -3,15 +3,29 @@
 chDB note: the embedded engine (``chdb:///path``) allows ONE engine per process, and another process
 cannot open the same data directory while it is in use. Whatever else needs the data while the sink runs
 (the CLI, a dashboard) must ask the sink's HTTP endpoint, or use a ClickHouse server. All calls on a chDB
-client must come from one thread.
+client must come from one thread. chDB locks the directory (``flock`` on its ``status`` file, which names
+the opener's pid): an open of a directory held by a live process is a ``StoreBusy`` naming it; one held
+after its opener exited (a killed engine's threads closing its files) is waited for.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import clickhouse_connect
+import psutil
+from clickhouse_connect.driver.exceptions import ProgrammingError
+
+#: How long an open waits for the lock of a store whose holder has exited or is exiting (a killed process
+#: with many threads shows as exited before its last thread has closed its files).
+RELEASE_PATIENCE_S = 30.0
+
+
+class StoreBusy(RuntimeError):
+    """The embedded store is open in another process (chDB's own lock on its data directory)."""
 
 
 def connect(url: str) -> Any:
@@ -25,6 +39,57 @@ def connect(url: str) -> Any:
         location = url.removeprefix("chdb://")
         if location and location != "memory" and not location.startswith(("memory/", ":memory:")):
             Path(location).mkdir(parents=True, exist_ok=True)
+            return _open_chdb(url, Path(location))
     elif not url.startswith(("http://", "https://")):
         raise ValueError(f"unsupported ClickHouse URL {url!r}: use chdb:///path or http(s)://host:port/db")
     return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
+
+
+def _open_chdb(url: str, location: Path, patience: float = RELEASE_PATIENCE_S) -> Any:
+    """Open the embedded store at ``location``; while its lock is held by a process that has exited or is
+    exiting, wait for the lock's release (up to ``patience`` s); a store open in a live process is a
+    ``StoreBusy`` at once, naming that process."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
+        except ProgrammingError as ex:
+            holder = lock_holder(location)
+            if holder is None or holder == os.getpid():
+                raise
+            if (alive := _running(holder)) is not None:
+                raise StoreBusy(
+                    f"the embedded store {location} is open in process {holder} ({alive}); stop that "
+                    "process, or use a ClickHouse server (CLICKHOUSE_URL) to share the data"
+                ) from ex
+            if time.monotonic() > deadline:
+                raise StoreBusy(
+                    f"the embedded store {location} is still locked {patience:.0f} s after its process "
+                    f"{holder} exited"
+                ) from ex
+            time.sleep(0.2)
+
+
+def lock_holder(location: Path) -> int | None:
+    """The process id chDB wrote into the store's ``status`` file when it opened it (None without one)."""
+    try:
+        head = (location / "status").read_text(errors="replace").splitlines()[:1]
+    except OSError:
+        return None
+    if not head or not head[0].startswith("PID:"):
+        return None
+    try:
+        return int(head[0].removeprefix("PID:").strip())
+    except ValueError:
+        return None
+
+
+def _running(pid: int) -> str | None:
+    """The command line of ``pid`` when it is a live process (not exited, not a zombie), else None."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return " ".join(proc.cmdline())[:200] or proc.name()
+    except psutil.Error:
+        return None
