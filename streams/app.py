@@ -16,7 +16,8 @@ One Faust worker process hosts, for one society:
   before its update reaches the changelog, and a worker killed then lost that partial for good (the
   window never completed and the run never drained; CI, stop 35);
 - the aggregate watch: a partial the agent has been on for ``AGGREGATE_STALL_S`` (waiting on the broker, a
-  changelog acknowledgement or its metrics computation), or as long idle while the partials topic holds
+  changelog acknowledgement or its metrics computation; counted from the broker's last unanswered check,
+  if any), or as long idle while the partials topic holds
   partials it has not taken (Faust clears its stream buffer when a rebalance resumes the flow, and its
   fetcher does not always go back to the committed offset: ``make test`` saw every partial fetched and
   windows 4-12 never computed after a restart; and its table recovery after a restart once waited for
@@ -170,6 +171,10 @@ class Aggregator:
         self.taken = -1  # the offset of the newest partial the agent took
         self.group = kafka.group_id(society, "aggregate")  # the app's consumer group (create_app)
         self.lag_since: float | None = None
+        # when the watch last asked the broker and had no answer: a stall counts from after that (the
+        # agent waits for the broker as everything does; a 30 s SIGSTOP of the broker, then the rebalance
+        # it causes, stopped a healthy worker as stalled)
+        self.unanswered_at: float | None = None
         self.partitions = 1  # of the actions topic, and the window length: as the partials say
         self.window_us = int(settings.window_seconds * 1_000_000)
         self.first_checked: set[int] = set()  # first windows checked for earlier partials not taken
@@ -348,6 +353,7 @@ class Aggregator:
             end = ends.get(tp)
             done = await asyncio.wait_for(self.ends.committed(self.group, [tp]), END_OFFSET_TIMEOUT_S)
         except Exception:  # a broker slow or away: the agent waits for it, as everything does
+            self.unanswered_at = time.monotonic()
             reader, self.ends = self.ends, None
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(reader.close(), END_OFFSET_TIMEOUT_S)
@@ -388,10 +394,14 @@ class Aggregator:
             return {"unknown": repr(exc)}
 
     async def check_stall(self) -> None:
-        """Exit with ``STALL_EXIT`` (said first) when the agent has stalled for ``AGGREGATE_STALL_S``."""
+        """Exit with ``STALL_EXIT`` (said first) when the agent has stalled for ``AGGREGATE_STALL_S``, counted
+        from when the broker last answered the watch if it did not answer since the stall began."""
+        lag = await self.lagging_since()  # asks the broker, busy or not
         since, why = self.busy_since, "on one partial"
         if since is None:
-            since, why = await self.lagging_since(), "idle with partials on the topic it has not taken"
+            since, why = lag, "idle with partials on the topic it has not taken"
+        if since is not None and self.unanswered_at is not None:
+            since = max(since, self.unanswered_at)
         if since is None or time.monotonic() - since < AGGREGATE_STALL_S:
             return
         waits = [

@@ -22,7 +22,7 @@ class Exited(Exception):
 
 
 def _aggregator(
-    highwater: int | list[int] | None,
+    highwater: int | list[int | None] | None,
     monkeypatch: pytest.MonkeyPatch,
     clock: list[float],
     committed: int | None = None,
@@ -35,9 +35,9 @@ def _aggregator(
             pass
 
         async def highwaters(self, topics: list[str]) -> dict[Any, int]:
-            if highwater is None:
-                raise TimeoutError("the broker did not answer")
             end = highwater[0] if isinstance(highwater, list) else highwater  # a list: the test moves it
+            if end is None:
+                raise TimeoutError("the broker did not answer")
             return {TopicPartition(t, 0): end for t in topics}
 
         async def committed(self, group: str, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
@@ -50,7 +50,7 @@ def _aggregator(
     monkeypatch.setattr(app_mod, "LagReader", Ends)
     agg.bootstrap, agg.society, agg.ends, agg.group = "127.0.0.1:1", "s", None, "society.s.aggregate"
     agg.partials_tp = TP("society.s.partials", 0)
-    agg.busy_since, agg.taken, agg.lag_since = None, -1, None
+    agg.busy_since, agg.taken, agg.lag_since, agg.unanswered_at = None, -1, None, None
     # Faust's table recovery, as the watch reads it: not recovering unless a test says so
     recovery = SimpleNamespace(in_recovery=False, remaining=0)
     recovery.active_remaining_total = lambda: recovery.remaining
@@ -162,3 +162,42 @@ def test_a_worker_without_the_partials_partition_is_no_stall(monkeypatch: pytest
     clock[0] += AGGREGATE_STALL_S + 1
     with pytest.raises(Exited):
         _check(owner)
+
+
+def test_time_the_broker_did_not_answer_is_not_counted_as_a_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On one partial while the broker is stopped for 30 s: the watch counts the limit from the broker's
+    last unanswered check, so the worker exits only a full limit after the broker answers again."""
+    clock = [1000.0]
+    end: list[int | None] = [45]
+    agg = _aggregator(end, monkeypatch, clock)
+    agg.taken, agg.busy_since = 44, clock[0]
+    _check(agg)
+    end[0] = None  # the broker stops answering
+    for _ in range(6):
+        clock[0] += 5
+        _check(agg)
+    end[0] = 45  # and answers again 30 s later
+    clock[0] += AGGREGATE_STALL_S - 1  # 89 s on the partial, 59 since the broker's last silence
+    _check(agg)
+    clock[0] += 2
+    with pytest.raises(Exited):
+        _check(agg)
+
+
+def test_idle_and_lagging_counts_from_the_brokers_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    end: list[int | None] = [56]
+    agg = _aggregator(end, monkeypatch, clock)
+    agg.taken = 44
+    _check(agg)  # the lag starts now
+    clock[0] += 20
+    end[0] = None
+    _check(agg)  # no answer at 1020: the lag is forgotten
+    end[0] = 56
+    clock[0] += 5
+    _check(agg)  # the broker answers at 1025: the lag starts again
+    clock[0] += AGGREGATE_STALL_S - 1
+    _check(agg)
+    clock[0] += 2
+    with pytest.raises(Exited):
+        _check(agg)
