@@ -189,7 +189,9 @@ WATERMARK_HEADERS: list[tuple[str, bytes]] = [(HEADER_KIND, KIND_WATERMARK)]
 
 def is_watermark(headers: Any) -> bool:
     """True when a record's headers mark it as a watermark (a control record, not an event)."""
-    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers or ())
+    if not headers:  # an event's record: most of them
+        return False
+    return any(k == HEADER_KIND and v == KIND_WATERMARK for k, v in headers)
 
 
 async def send_watermark(

@@ -260,16 +260,29 @@ def metric_rows(record: RecordLike) -> list[list[Any]]:
         raise ValueError("record has no value")
     doc = orjson.loads(record.value)
     docs = doc if isinstance(doc, list) else [doc]
+    # the values of one record share their window and emission time: each converted once
+    times: dict[tuple[str, Any], datetime] = {}
+
+    def window(what: str, us: Any) -> datetime:
+        if (t := times.get((what, us))) is None:
+            t = times[(what, us)] = _storable(from_us(int(us)), what)
+        return t
+
+    def emitted(at: Any) -> datetime:
+        if (t := times.get(("emitted_at", at))) is None:
+            t = times[("emitted_at", at)] = _storable(datetime.fromtimestamp(float(at), UTC), "emitted_at")
+        return t
+
     return [
         [
             uuid.UUID(d["metric_id"]),
             d["society"],
             d["metric"],
-            _storable(from_us(int(d["window_start_us"])), "window_start"),
-            _storable(from_us(int(d["window_end_us"])), "window_end"),
+            window("window_start", d["window_start_us"]),
+            window("window_end", d["window_end_us"]),
             _str(d.get("dim")),
             float(d["value"]),
-            _storable(datetime.fromtimestamp(float(d["emitted_at"]), UTC), "emitted_at"),
+            emitted(d["emitted_at"]),
             record.topic,
             record.partition,
             record.offset,
