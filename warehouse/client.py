@@ -55,8 +55,8 @@ def _open_chdb(url: str, location: Path, patience: float = RELEASE_PATIENCE_S) -
             return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
         except ProgrammingError as ex:
             holder = lock_holder(location)
-            if holder is None or holder == os.getpid():
-                raise
+            if holder is None or holder == os.getpid() or locked(location / "status") is False:
+                raise  # not a lock another process holds: chDB's own error says what it is
             if (alive := _running(holder)) is not None:
                 raise StoreBusy(
                     f"the embedded store {location} is open in process {holder} ({alive}); stop that "
@@ -82,6 +82,32 @@ def lock_holder(location: Path) -> int | None:
         return int(head[0].removeprefix("PID:").strip())
     except ValueError:
         return None
+
+
+def locked(path: Path) -> bool | None:
+    """Whether a ``flock`` is held on ``path`` (by any process), read from ``/proc/locks`` without taking
+    one; None where that cannot be told."""
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in table.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 3175 fd:01:1234567 0 EOF" ("->" before a waiter's type)
+        parts = [p for p in line.split() if p != "->"]
+        if len(parts) < 6 or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            if (int(inode), int(major, 16), int(minor, 16)) == (
+                st.st_ino,
+                os.major(st.st_dev),
+                os.minor(st.st_dev),
+            ):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def _running(pid: int) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from molt_society.warehouse.client import StoreBusy, connect, lock_holder
+from molt_society.warehouse.client import StoreBusy, connect, lock_holder, locked
 
 HOLD = """
 import os, sys, time
@@ -60,12 +60,17 @@ def test_a_store_open_in_a_live_process_is_refused_naming_it(tmp_path: Path, gro
     proc, pid = _hold(store, "hold")
     group.append(proc.pid)
     assert lock_holder(store) == pid
+    assert locked(store / "status") is True
     started = time.monotonic()
     with pytest.raises(StoreBusy, match=f"open in process {pid}"):
         connect(f"chdb://{store}")
     assert time.monotonic() - started < 10  # at once, not after the release patience
     proc.kill()
     proc.wait()
+    deadline = time.monotonic() + 30
+    while locked(store / "status") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert locked(store / "status") is False
     client = connect(f"chdb://{store}")  # free once its holder is gone
     assert client.command("SELECT count() FROM t") == 0
     client.close()
