@@ -7,7 +7,7 @@ comments: issue 30). A ``PartitionState`` given a ``ColdThreads`` keeps at most 
 past that, the least recently used go here as the rows its snapshots hold, and come back (exactly as they
 were) when an event of theirs arrives; which threads are in memory changes nothing but memory and time.
 
-The database is a private temporary file, removed by ``close``: rows are the state's own encoding of what
+The database is a private temporary file, unlinked once open (gone with the process, killed or not): rows are the state's own encoding of what
 it accepted, read back with orjson, never executed. Its page cache is ``CACHE_KIB``. A Bloom filter of the
 post ids ever stored answers most lookups of a thread that is not there (every new post asks) without the
 database, whose B-tree lookups grew with the archive (11% of a state process at 5.4M events).
@@ -15,7 +15,6 @@ database, whose B-tree lookups grew with the archive (11% of a state process at 
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -80,6 +79,10 @@ class ColdThreads:
             "WITHOUT ROWID"
         )
         self._db.execute("CREATE INDEX thread_last ON thread(last_us)")
+        # a killed process leaves no file behind (gigabytes at 17M events): the open database is all
+        # there is of it; SQLite opens no other file without a journal and with temporary data in memory
+        (self._dir / "threads.db").unlink()
+        self._dir.rmdir()
         self.rows = 0  # rows written (a thread written again counts again)
         self.loads = 0  # rows read back
         self._seen = PostFilter(self.FILTER_CAPACITY)  # every post id ever put (dropped ones too)
@@ -136,4 +139,3 @@ class ColdThreads:
     def close(self) -> None:
         """Remove the database (the threads in it are gone)."""
         self._db.close()
-        shutil.rmtree(self._dir, ignore_errors=True)

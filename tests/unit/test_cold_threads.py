@@ -1,6 +1,7 @@
 """``streams.cold_threads``: the store answers ``in`` and ``get`` as a dict of what was put and not dropped
 would, whatever its post-id filter says (filter grown many times over here); the filter never says no to
-a key it holds, and says yes to about 1% of the others at capacity."""
+a key it holds, and says yes to about 1% of the others at capacity; no file of the store is left in its
+folder (the database is unlinked once open)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_the_store_answers_as_a_dict_of_its_rows(tmp_path: Path, monkeypatch: py
                 assert (pid in cold) == (pid in model)
                 assert cold.get(pid) == model.get(pid)
         assert dict(cold.stored()) == model
+        assert list(tmp_path.iterdir()) == []  # the open database only: a killed process leaves nothing
     finally:
         cold.close()
 
