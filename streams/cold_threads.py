@@ -7,10 +7,11 @@ comments: issue 30). A ``PartitionState`` given a ``ColdThreads`` keeps at most 
 past that, the least recently used go here as the rows its snapshots hold, and come back (exactly as they
 were) when an event of theirs arrives; which threads are in memory changes nothing but memory and time.
 
-The database is a private temporary file, unlinked once open (gone with the process, killed or not): rows are the state's own encoding of what
-it accepted, read back with orjson, never executed. Its page cache is ``CACHE_KIB``. A Bloom filter of the
-post ids ever stored answers most lookups of a thread that is not there (every new post asks) without the
-database, whose B-tree lookups grew with the archive (11% of a state process at 5.4M events).
+The database is a private temporary file, unlinked once open (gone with the process, killed or not):
+rows are the state's own encoding of what it accepted, read back with orjson, never executed. Its page
+cache is ``CACHE_KIB``. A Bloom filter of the post ids ever stored answers most lookups of a thread that is
+not there (every new post asks) without the database, whose B-tree lookups grew with the archive (11% of a
+state process at 5.4M events).
 """
 
 from __future__ import annotations
