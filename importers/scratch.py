@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -40,6 +39,7 @@ from molt_society.importers.records import (
 )
 from molt_society.importers.report import FileReport
 from molt_society.importers.snapshots import snapshot_time
+from molt_society.runtime.tempdirs import private_dir
 from molt_society.schemas.control import from_us, to_us
 
 BATCH = 5_000
@@ -95,7 +95,7 @@ class Scratch:
     """The records of one import in a temporary SQLite database; ``close`` removes it."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="society-records-", dir=folder))
+        self.dir = private_dir("society-records", folder)
         self.db = sqlite3.connect(self.dir / "records.sqlite", isolation_level=None)
         for pragma in (
             "journal_mode = OFF",

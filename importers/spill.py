@@ -17,12 +17,13 @@ from __future__ import annotations
 import heapq
 import shutil
 import struct
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+
+from molt_society.runtime.tempdirs import private_dir
 
 RUN_SIZE = 200_000
 """Records held before a run is written: about 100 MB of encoded events of a few hundred bytes."""
@@ -67,7 +68,7 @@ class SortedSpill:
         if not self._buffer:
             return
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="society-sort-", dir=self._parent))
+            self._dir = private_dir("society-sort", self._parent)
         path = self._dir / f"run-{len(self._runs):05d}.bin"
         self._buffer.sort()
         with path.open("wb", buffering=1 << 20) as f:
