@@ -17,11 +17,14 @@ from typing import Any
 
 import clickhouse_connect
 import psutil
+import structlog
 from clickhouse_connect.driver.exceptions import ProgrammingError
 
 #: How long an open waits for the lock of a store whose holder has exited or is exiting (a killed process
 #: with many threads shows as exited before its last thread has closed its files).
 RELEASE_PATIENCE_S = 30.0
+
+log = structlog.get_logger(__name__)
 
 
 class StoreBusy(RuntimeError):
@@ -48,15 +51,27 @@ def connect(url: str) -> Any:
 def _open_chdb(url: str, location: Path, patience: float = RELEASE_PATIENCE_S) -> Any:
     """Open the embedded store at ``location``; while its lock is held by a process that has exited or is
     exiting, wait for the lock's release (up to ``patience`` s); a store open in a live process is a
-    ``StoreBusy`` at once, naming that process."""
+    ``StoreBusy`` at once, naming that process. A failure with the lock free is tried once more (the lock
+    may have been released between the two: ``make test`` saw that) and is then chDB's own error."""
     deadline = time.monotonic() + patience
+    unlocked_failures = 0
+    waited = False
     while True:
         try:
-            return clickhouse_connect.get_client(dsn=url, tz_mode="aware")
+            client = clickhouse_connect.get_client(dsn=url, tz_mode="aware")
+            if waited:
+                log.info("store.lock_released", store=str(location))
+            return client
         except ProgrammingError as ex:
             holder = lock_holder(location)
-            if holder is None or holder == os.getpid() or locked(location / "status") is False:
-                raise  # not a lock another process holds: chDB's own error says what it is
+            held = locked(location / "status")
+            if holder is None or holder == os.getpid() or (held is False and unlocked_failures):
+                # not a lock another process holds: chDB's own error says what it is
+                log.warning("store.open_failed", store=str(location), holder=holder, locked=held)
+                raise
+            if held is False:
+                unlocked_failures += 1
+                continue
             if (alive := _running(holder)) is not None:
                 raise StoreBusy(
                     f"the embedded store {location} is open in process {holder} ({alive}); stop that "
@@ -65,8 +80,11 @@ def _open_chdb(url: str, location: Path, patience: float = RELEASE_PATIENCE_S) -
             if time.monotonic() > deadline:
                 raise StoreBusy(
                     f"the embedded store {location} is still locked {patience:.0f} s after its process "
-                    f"{holder} exited"
+                    f"{holder} exited ({ex})"
                 ) from ex
+            if not waited:
+                log.info("store.waiting_for_release", store=str(location), holder=holder)
+                waited = True
             time.sleep(0.2)
 
 

@@ -38,6 +38,7 @@ from molt_society.runtime.settings import Settings
 from molt_society.schemas.wire import encode_event
 from molt_society.society.replay_direct import replay_direct
 from molt_society.society.replay_run import replay_source
+from molt_society.warehouse.client import locked
 from molt_society.warehouse.reader import open_reader
 
 pytestmark = pytest.mark.integration
@@ -225,6 +226,15 @@ def _gone(group: int, within: float = 60.0) -> None:
     raise AssertionError(f"processes of group {group} still running {within:.0f} s after SIGKILL: {alive}")
 
 
+def _released(status: Path, within: float = 60.0) -> None:
+    """Wait until no process holds chDB's lock on the store (a killed process's leader is a zombie before
+    its last thread has closed the files)."""
+    deadline = time.monotonic() + within
+    while locked(status) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not locked(status), f"{status} still locked {within:.0f} s after the replay was killed"
+
+
 def test_a_killed_direct_replay_run_again_stores_each_row_once(
     both: tuple[Settings, dict[str, Any]], history: Path, tmp_path: Path
 ) -> None:
@@ -248,6 +258,8 @@ def test_a_killed_direct_replay_run_again_stores_each_row_once(
     os.killpg(first.pid, signal.SIGKILL)  # the command and its processes, at once
     first.wait(30)
     _gone(first.pid)  # its insert process holds the store's lock until it has exited
+    assert settings.chdb_path is not None
+    _released(settings.chdb_path / "status")
     before = _stored(settings, "killed")
     assert len(before["events"]) < len(stored["via_direct"]["events"])  # it was cut short
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
