@@ -17,7 +17,7 @@ from scipy.special import zeta
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.sources import BrokerWatch, ClickHouseSource, sink_health
 from molt_society.replay.progress import read_progress
-from molt_society.runtime.broker import pid_alive
+from molt_society.runtime.pids import pid_alive
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state
 from molt_society.warehouse import QueryError

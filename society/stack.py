@@ -40,15 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from molt_society.runtime.apache_kafka import KafkaBroker
-from molt_society.runtime.broker import (
-    broker_silence,
-    child_preexec,
-    ensure_topics,
-    pid_alive,
-    process_start_time,
-)
+from molt_society.runtime.broker import broker_silence, child_preexec, ensure_topics
 from molt_society.runtime.brokers import Broker, start_broker
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.pids import pid_alive, process_start_time
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state as read_state
 from molt_society.runtime.stack_state import state_path

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from molt_society.runtime import lag
-from molt_society.runtime.broker import pid_alive
+from molt_society.runtime.pids import pid_alive
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.society.stack import clear_stale_stack, driver_of, read_state

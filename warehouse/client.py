@@ -17,14 +17,16 @@ from typing import Any
 
 import clickhouse_connect
 import psutil
-import structlog
 from clickhouse_connect.driver.exceptions import ProgrammingError
+
+from molt_society.runtime.logs import get_logger
+from molt_society.runtime.pids import pid_alive
 
 #: How long an open waits for the lock of a store whose holder has exited or is exiting (a killed process
 #: with many threads shows as exited before its last thread has closed its files).
 RELEASE_PATIENCE_S = 30.0
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class StoreBusy(RuntimeError):
@@ -129,11 +131,11 @@ def locked(path: Path) -> bool | None:
 
 
 def _running(pid: int) -> str | None:
-    """The command line of ``pid`` when it is a live process (not exited, not a zombie), else None."""
+    """The command line of ``pid`` when it is a live process (``runtime.pids.pid_alive``), else None."""
+    if not pid_alive(pid):
+        return None
     try:
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
         return " ".join(proc.cmdline())[:200] or proc.name()
     except psutil.Error:
         return None

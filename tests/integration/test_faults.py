@@ -34,7 +34,8 @@ import pytest
 
 from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.offline import simulate
-from molt_society.runtime.broker import child_preexec, pid_alive
+from molt_society.runtime.broker import child_preexec
+from molt_society.runtime.pids import pid_alive
 from molt_society.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration

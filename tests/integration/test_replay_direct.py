@@ -210,7 +210,8 @@ def test_a_stored_society_exported_to_the_dump_layouts_imports_to_its_events(
 
 def _gone(group: int, within: float = 60.0) -> None:
     """Wait until every process of the process group ``group`` has exited (a killed process on a loaded
-    machine may take a moment to; a zombie has, and has closed its files)."""
+    machine may take a moment to; a zombie counts as exited, though its last threads may still hold its
+    files: ``_released``)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         alive = []
