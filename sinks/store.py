@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.warehouse.claim import drop_claim, write_claim
-from molt_society.warehouse.client import connect
+from molt_society.warehouse.client import StoreBusy, connect
 from molt_society.warehouse.schema import ensure_schema
 
 log = get_logger(__name__)
@@ -89,9 +89,9 @@ class Store:
                 await loop.run_in_executor(self._executor, self._open)
                 return
             except Exception as exc:
-                # chDB reports a directory held by another process only as a failed start (the lock
-                # message goes to stderr), so any failure to start the engine is retried for a while.
-                held = any(m in str(exc) for m in HELD_MESSAGES)
+                # a directory held by another process: ``StoreBusy`` when the holder is known, else
+                # chDB's failed start (the lock message goes to stderr); retried for a while either way
+                held = isinstance(exc, StoreBusy) or any(m in str(exc) for m in HELD_MESSAGES)
                 if self.settings.chdb_path is None or not held or time.monotonic() > deadline:
                     if self.settings.chdb_path is not None:
                         drop_claim(self.settings.chdb_path)
