@@ -35,18 +35,6 @@ def configure_logging(level: str = "info", json: bool | None = None, stream: obj
     )
 
 
-def tune_gc() -> None:
-    """Fewer full garbage collections in long-running workers.
-
-    Their state (threads, windows, batches) is millions of long-lived objects that the default thresholds
-    make the collector walk again and again: measured in ``make bench``, 18 of 58 CPU seconds of a stream
-    worker went to collection. Objects are still collected, less often.
-    """
-    import gc
-
-    gc.set_threshold(100_000, 50, 100)
-
-
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     """A named structured logger."""
     return structlog.get_logger(name)  # type: ignore[no-any-return]

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from molt_society.runtime.logs import configure_logging, get_logger, tune_gc
+from molt_society.runtime.gc_tuning import tune_gc
+from molt_society.runtime.logs import configure_logging, get_logger
 from molt_society.runtime.settings import Settings, get_settings
 from molt_society.runtime.stack_dump import enable_task_dumps, enable_thread_dumps
 from molt_society.sinks.consumer import ClickHouseSink

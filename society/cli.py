@@ -530,9 +530,11 @@ def replay(
     """Replay an archive or a MoltBook dump through the stream processors into ClickHouse."""
     from molt_society.replay.archive import ArchiveError, is_archive
     from molt_society.replay.source import archive_header, load_source
+    from molt_society.runtime.gc_tuning import tune_gc
     from molt_society.society.replay_direct import DirectReplayError
     from molt_society.society.replay_run import replay_loading
 
+    tune_gc()  # the import: millions of records through this process
     s = get_settings()
     factor = _parse_speed(speed)
     lo, hi = _parse_time(since), _parse_time(until)

@@ -19,7 +19,8 @@ import threading
 
 import faust
 
-from molt_society.runtime.logs import get_logger, tune_gc
+from molt_society.runtime.gc_tuning import tune_gc
+from molt_society.runtime.logs import get_logger
 from molt_society.runtime.stack_dump import task_stacks
 from molt_society.runtime.worker_args import worker_args
 from molt_society.streams.app import STALL_EXIT, STALL_STOP, ProcessorService, create_app
