@@ -7,21 +7,25 @@ second, and the local broker keeps every record (issue 30: a 1.35M-event archive
 cores). The direct path computes the same rows with the same code, in processes spawned once the import
 has sorted the history on disk (each with its own memory, not a copy of the importer's):
 
+- **the publication** (a thread of this process, which is otherwise idle meanwhile) reads the sorted events
+  off the import's spill files once and drives ``replay.publisher.Publication`` (the partitioning and
+  watermarks of a published replay); each partition's records go, in batches, to the state process that
+  owns it.
 - **state processes** (``replay_direct_processes``, 2 by default), each owning its share of the
-  partitions, read the sorted events off the import's spill files and drive
-  ``replay.publisher.Publication`` (the partitioning and watermarks of a published replay) into one
-  ``streams.partition_state.PartitionState`` per owned partition (built by
-  ``streams.processor.state_config``, as a stream worker builds them). An accepted event is the record the
-  worker would have appended to the events topic, at the offset it would have had there; a rejected one is
-  the dead letter it would have sent (``streams.processor.dead_letter``); a watermark's window partials go
-  on as they would travel on the partials topic.
+  partitions, run the records of each owned partition through one
+  ``streams.partition_state.PartitionState`` (built by ``streams.processor.state_config``, as a stream
+  worker builds them). An accepted event is the record the worker would have appended to the events topic,
+  at the offset it would have had there; a rejected one is the dead letter it would have sent
+  (``streams.processor.dead_letter``); a watermark's window partials go on as they would travel on the
+  partials topic.
 - **the insert process** opens the store, merges each window's partials of every partition with
   ``streams.aggregate.window_metrics`` into the metric records the aggregator would have sent, turns all
   records into rows with the sink's own builders (``sinks.clickhouse``) and inserts them with the sink's
   deduplication tokens (``topic:partition:first-last``), in batches of ``replay_direct_batch``. Dead
   letters wait on disk and are numbered by their origin at the end, whatever process sent them first.
-- this process shows progress and watches the others: one that dies or says nothing for ``STALL_S`` ends
-  the replay with a message, and the others with it (they also die with this process).
+- this process shows progress and watches the others: one that dies or says nothing for ``STALL_S``, or a
+  publication that fails, ends the replay with a message, and the others with it (they also die with this
+  process).
 
 A state process's memory does not grow with the history: at most ``replay_direct_hot_threads`` threads
 per partition stay in memory, the least recently used wait on disk (``streams.cold_threads``) until an
@@ -64,6 +68,7 @@ from molt_society.importers.spill import SortedSpill, repeated_ties
 from molt_society.replay.publisher import Publication, PublishStats
 from molt_society.replay.source import SortedEvents, Source
 from molt_society.runtime.broker import die_with_parent
+from molt_society.runtime.gc_tuning import tune_gc
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
@@ -82,6 +87,8 @@ from molt_society.warehouse.schema import ensure_schema
 log = get_logger(__name__)
 
 QUEUED = 2
+FEED_BATCH = 2_000
+"""Records of the actions topic sent to a state process at a time (a few hundred KB)."""
 """Messages received and waiting for their insert, at most (a batch of 50,000 events is about 40 MB)."""
 STALL_S = 300.0
 """A state process says how far it is every ``replay_direct_batch`` events (seconds apart); silence this
@@ -125,37 +132,89 @@ class Job:
         return self.settings.partitions
 
 
-# --------------------------------------------------------------------------------- the state processes
-class _Skip:
-    """A partition another state process owns (``replay.publisher.Out``): nothing to do here."""
+# --------------------------------------------------------------------------------- the publication
+Entry = tuple[int, bytes | None, bytes, list[tuple[str, bytes]]]
+"""One record of the actions topic: (partition, key, value, headers)."""
 
-    futures: list[Any] = []
+
+class _FeedOut:
+    """One partition of the actions topic as the publication sees it (``replay.publisher.Out``): its
+    records join the batch of the state process that owns the partition (``_Feed``)."""
+
+    def __init__(self, feed: _Feed, partition: int) -> None:
+        self.feed, self.partition = feed, partition
+        self.futures: list[Any] = []
 
     async def append(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        return None
+        self.feed.add(self.partition, key, value, headers)
 
     async def flush(self) -> None:
         return None
 
 
-class _StateOut:
-    """One partition of the actions topic as a publication sees it (``replay.publisher.Out``), handled in
-    place by the partition's state machine as the stream worker's ``_process`` handles its records: an
-    accepted event joins the partition's pending events (sent to the insert process ``batch`` at a time,
-    with the offset the first would have on the events topic), a rejected record is sent as its dead
-    letter, a watermark's partials are sent as they would travel on the partials topic."""
+class _Feed:
+    """The job's history through ``replay.publisher.Publication`` once (the partitioning and watermarks of
+    a published replay): each state process gets its partitions' records, in order, ``FEED_BATCH`` at a
+    time, through ``sends[k]``; then ``("end",)``. Run by a thread of this process, which is otherwise idle
+    while the state and insert processes work (before, every state process read, decoded and partitioned
+    the whole history and kept its share)."""
 
-    futures: list[Any]
+    def __init__(self, job: Job, sends: list[Callable[[Any], None]]) -> None:
+        self.job, self.sends = job, sends
+        n = len(sends)
+        self.owner = [q % n for q in range(job.partitions)]  # as ``replace(job, owned=range(k, P, n))``
+        self.batches: list[list[Entry]] = [[] for _ in sends]
+        self.stats: PublishStats | None = None
+        self.error: BaseException | None = None
+
+    def add(self, partition: int, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        k = self.owner[partition]
+        batch = self.batches[k]
+        batch.append((partition, key, value, headers))
+        if len(batch) >= FEED_BATCH:
+            self.sends[k](("records", batch))
+            self.batches[k] = []
+
+    async def publish(self) -> PublishStats:
+        job = self.job
+        outs = [_FeedOut(self, q) for q in range(job.partitions)]
+        run = Publication(outs, job.society, job.window_us, job.origin_us, None)
+        for doc in SortedEvents(SortedSpill.of_runs(job.runs, job.count), job.lo, job.hi, job.count):
+            await run.send(doc, None)
+        if run.origin is not None:
+            await run.close(job.last_window_us)
+        run.stats.seconds = time.monotonic() - run.began
+        self.stats = run.stats  # before the ends: a state process's "done" means it is set
+        for k, send in enumerate(self.sends):
+            if self.batches[k]:
+                send(("records", self.batches[k]))
+                self.batches[k] = []
+            send(("end",))
+        return run.stats
+
+    def run(self) -> None:
+        """``publish`` (in a thread): its statistics in ``stats``, or what it raised in ``error``."""
+        try:
+            asyncio.run(self.publish())
+        except BaseException as exc:
+            self.error = exc
+
+
+# --------------------------------------------------------------------------------- the state processes
+class _StateOut:
+    """One partition's records handled in place by its state machine, as the stream worker's ``_process``
+    handles them: an accepted event joins the partition's pending events (sent to the insert process
+    ``batch`` at a time, with the offset the first would have on the events topic), a rejected record is
+    sent as its dead letter, a watermark's partials are sent as they would travel on the partials topic."""
 
     def __init__(self, state: PartitionState, actions: str, send: Callable[[Any], None], batch: int) -> None:
         self.state, self.actions, self.send, self.batch = state, actions, send, batch
-        self.futures = []
         self.offset = 0  # the record's offset on the actions topic (events and marks interleaved)
         self.events_next = 0  # the next offset on the events topic
         self.keys: list[bytes | None] = []
         self.values: list[bytes] = []
 
-    async def append(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+    def take(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         state, offset = self.state, self.offset
         self.offset = offset + 1
         now_us = time.time_ns() // 1000
@@ -170,9 +229,7 @@ class _StateOut:
         outcome = state.accept_action(value, now_us, key=key)
         if isinstance(outcome, Accepted):
             self.keys.append(key)
-            # a copy of exactly its length: orjson's result keeps its 4 KiB write buffer, which made a
-            # batch of 50,000 pending events 200 MB instead of 20
-            self.values.append(bytes(memoryview(value)))
+            self.values.append(value)  # exactly its length: unpickled, not orjson's buffer
             if len(self.values) >= self.batch:
                 self.send_events()
         elif isinstance(outcome, Rejected):
@@ -188,8 +245,38 @@ class _StateOut:
         rec = Record(self.actions, self.state.partition, offset, key, value)
         self.send(("dead_letter", self.state.partition, offset, *dead_letter(rec, reason, code)))
 
-    async def flush(self) -> None:
-        return None
+
+class _States:
+    """The partitions one state process owns: their state machines (``PartitionState``, built as a stream
+    worker builds them), fed ``Entry`` batches; what they make goes to ``send`` (the insert process)."""
+
+    def __init__(self, job: Job, send: Callable[[Any], None]) -> None:
+        config = state_config(job.settings, job.society, EventIds(job.repeated))
+        actions = topic_name(job.society, Role.ACTIONS)
+        hot, batch = job.settings.replay_direct_hot_threads, job.settings.replay_direct_batch
+        self.colds = [ColdThreads() for _ in job.owned]
+        self.outs = {
+            q: _StateOut(
+                PartitionState(q, job.partitions, **config, cold=cold, hot_threads=hot), actions, send, batch
+            )
+            for q, cold in zip(job.owned, self.colds, strict=True)
+        }
+        self.events = 0  # events (not watermarks) taken
+
+    def take(self, entries: list[Entry]) -> None:
+        outs = self.outs
+        for partition, key, value, headers in entries:
+            outs[partition].take(key, value, headers)
+            if not headers:
+                self.events += 1
+
+    def finish(self) -> None:
+        for out in self.outs.values():
+            out.send_events()
+
+    def close(self) -> None:
+        for cold in self.colds:
+            cold.close()
 
 
 def _name_process(name: str) -> None:
@@ -198,60 +285,52 @@ def _name_process(name: str) -> None:
         Path("/proc/self/comm").write_text(name[:15])
 
 
-def state_main(parent: int, records: Connection, control_: Connection, job: Job) -> None:
-    """A state process: the job's events through the publication and its partitions' state machines; its
-    records to ``records`` (the insert process), then ``("end", stats)`` there; progress, then
-    ``("done", stats)`` (or ``("failed", message)``) to ``control_`` (this process's parent)."""
+def state_main(parent: int, feed: Connection, records: Connection, control_: Connection, job: Job) -> None:
+    """A state process: the ``Entry`` batches ``feed`` brings (``_Feed``) through its partitions' state
+    machines, until ``("end",)``; its records to ``records`` (the insert process), then ``("end", events)``
+    there; progress, then ``("done", events)`` (or ``("failed", message)``) to ``control_`` (this
+    process's parent)."""
     die_with_parent(parent)
     _name_process("society-state")
+    tune_gc()
+    states = _States(job, records.send)
     try:
-        stats = asyncio.run(_states(records, control_, job))
-        records.send(("end", stats))
-        control_.send(("done", stats))
+        told, every = 0, job.settings.replay_direct_batch
+        while (msg := feed.recv())[0] == "records":
+            states.take(msg[1])
+            if states.events - told >= every:
+                told = states.events
+                control_.send(("progress", told))
+        states.finish()
+        records.send(("end", states.events))
+        control_.send(("done", states.events))
     except BaseException as exc:
         control_.send(("failed", f"a state process: {type(exc).__name__}: {exc}"))
         raise
     finally:
+        states.close()
+        feed.close()
         records.close()
         control_.close()
 
 
 async def _states(conn: Connection, control_: Connection, job: Job) -> PublishStats:
-    config = state_config(job.settings, job.society, EventIds(job.repeated))
-    colds = [ColdThreads() for _ in job.owned]
+    """The publication and every partition of ``job.owned`` in this process (what the processes of a
+    direct replay do between them): the records it makes go to ``conn``; ``control_`` is not used."""
+    states = _States(job, conn.send)
+
+    def take(msg: Any) -> None:
+        if msg[0] == "records":
+            states.take(msg[1])
+
     try:
-        return await _run_states(conn, control_, job, config, colds)
+        feed = _Feed(job, [take])
+        feed.owner = [0] * job.partitions
+        stats = await feed.publish()
+        states.finish()
+        return stats
     finally:
-        for cold in colds:
-            cold.close()
-
-
-async def _run_states(
-    conn: Connection, control_: Connection, job: Job, config: dict[str, Any], colds: list[ColdThreads]
-) -> PublishStats:
-    partitions, batch = job.partitions, job.settings.replay_direct_batch
-    actions = topic_name(job.society, Role.ACTIONS)
-    hot = job.settings.replay_direct_hot_threads
-    mine = [
-        _StateOut(
-            PartitionState(q, partitions, **config, cold=cold, hot_threads=hot), actions, conn.send, batch
-        )
-        for q, cold in zip(job.owned, colds, strict=True)
-    ]
-    by_partition: dict[int, _StateOut] = {out.state.partition: out for out in mine}
-    outs = [by_partition.get(q) or _Skip() for q in range(partitions)]
-    run = Publication(outs, job.society, job.window_us, job.origin_us, None)
-    source = SortedEvents(SortedSpill.of_runs(job.runs, job.count), job.lo, job.hi, job.count)
-    for doc in source:
-        await run.send(doc, None)
-        if run.stats.events % batch == 0:
-            control_.send(("progress", run.stats.events))
-    if run.origin is not None:
-        await run.close(job.last_window_us)
-    for out in mine:
-        out.send_events()
-    run.stats.seconds = time.monotonic() - run.began
-    return run.stats
+        states.close()
 
 
 # ------------------------------------------------------------------------------------ the insert process
@@ -374,6 +453,7 @@ def insert_main(
     a state process does not wait on an insert (at most ``QUEUED`` messages wait here)."""
     die_with_parent(parent)
     _name_process("society-insert")
+    tune_gc()
     inserts = _Inserts(settings, society)
     queue: Queue[Any] = Queue(maxsize=QUEUED)
 
@@ -459,9 +539,10 @@ def replay_direct(
     settings = job.settings
     n = max(1, min(settings.replay_direct_processes, settings.partitions))
     ctx = multiprocessing.get_context("spawn")  # each its own memory, not a copy of the importer's
+    inputs = [ctx.Pipe(duplex=False) for _ in range(n)]  # this process -> state process k
     feeds = [ctx.Pipe(duplex=False) for _ in range(n)]  # state process k -> the insert process
     controls = [ctx.Pipe(duplex=False) for _ in range(n + 1)]  # each process -> this one
-    ends: list[Any] = [end for pair in feeds + controls for end in pair]
+    ends: list[Any] = [end for pair in inputs + feeds + controls for end in pair]
     me = os.getpid()
     inserter = ctx.Process(
         target=insert_main, args=(me, [r for r, _ in feeds], controls[n][1], settings, society), name="insert"
@@ -471,6 +552,7 @@ def replay_direct(
             target=state_main,
             args=(
                 me,
+                inputs[k][0],
                 feeds[k][1],
                 controls[k][1],
                 replace(job, owned=tuple(range(k, settings.partitions, n))),
@@ -479,17 +561,19 @@ def replay_direct(
         )
         for k in range(n)
     ]
+    feed = _Feed(job, [w.send for _, w in inputs])
     try:
         inserter.start()
         # the store first: a store held by a running stack fails here, before the events are read
         _expect_opened(controls[n][0], inserter)
         for proc in states:
             proc.start()
-        for end in [*(e for pair in feeds for e in pair), *(w for _, w in controls)]:
+        for end in [*(e for pair in feeds for e in pair), *(r for r, _ in inputs), *(w for _, w in controls)]:
             end.close()  # theirs now: an end left open here would hide a process's exit
+        threading.Thread(target=feed.run, name="replay-feed", daemon=True).start()
         log.info("replay.direct_started", society=society, events=job.count, pids=[inserter.pid])
         watched = {controls[k][0]: proc for k, proc in enumerate(states)} | {controls[n][0]: inserter}
-        return _watch(watched, job, console or Console(), source_name)
+        return _watch(watched, feed, job, console or Console(), source_name)
     finally:
         for proc in [inserter, *states]:
             if proc.is_alive():
@@ -548,18 +632,19 @@ def _check_alive(conns: dict[Connection, Any], heard: float) -> None:
 
 def _watch(
     conns: dict[Connection, Any],
+    feed: _Feed,
     job: Job,
     console: Console,
     source_name: str | None,
 ) -> PublishStats:
-    """Progress and the end of every process (``conns``: the control end of each); a process that dies or
-    goes silent ends the replay."""
+    """Progress and the end of every process (``conns``: the control end of each) and of the publication
+    (``feed``, a thread of this process); a process that dies or goes silent, or a publication that fails,
+    ends the replay."""
     states = len(conns) - 1
     label = "[bold]replay[/bold] (direct)"
     shown = ReplayProgress(console, job.settings.state_dir, job.society, job.count, source_name, label)
     began = heard = time.monotonic()
-    done: dict[Connection, int] = {}  # events each state process has been through
-    stats: PublishStats | None = None
+    done: dict[Connection, int] = {}  # events each state process has been through (its partitions')
     stored: tuple[int, int] | None = None
     finished = 0
     with shown:
@@ -567,6 +652,11 @@ def _watch(
             ready = [end for end in wait(list(conns), timeout=1.0) if isinstance(end, Connection)]
             if not ready:
                 _check_alive(conns, heard)
+            if feed.error is not None:
+                _check_alive(conns, heard)  # a process that died is why the publication could not send
+                raise DirectReplayError(
+                    f"the direct replay failed reading the history: {type(feed.error).__name__}: {feed.error}"
+                )
             for conn in ready:
                 try:
                     msg = conn.recv()
@@ -577,18 +667,17 @@ def _watch(
                     continue
                 heard = time.monotonic()
                 kind = msg[0]
-                if kind == "progress":  # at the pace of the slowest state process
+                if kind in ("progress", "done"):
                     done[conn] = msg[1]
-                    least = min(done.values()) if len(done) == states else 0
-                    shown.update(least, least / max(time.monotonic() - began, 1e-6))
-                elif kind == "done":
-                    stats = msg[1]
-                    finished += 1
+                    total = sum(done.values())
+                    shown.update(total, total / max(time.monotonic() - began, 1e-6))
+                    finished += kind == "done"
                 elif kind == "stored":
                     stored = (msg[1], msg[2])
                 elif kind == "failed":
                     raise DirectReplayError(f"the direct replay failed in {msg[1]}")
-        assert stats is not None
+        stats = feed.stats
+        assert stats is not None  # every state process ended after the publication's ("end",)
         assert stored is not None
         stats.seconds = time.monotonic() - began
         shown.finish(stats.events, stats.seconds)

@@ -36,7 +36,7 @@ from molt_society.replay.progress import read_progress
 from molt_society.replay.source import load_source
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.wire import encode_event
-from molt_society.society.replay_direct import replay_direct
+from molt_society.society.replay_direct import DirectReplayError, replay_direct
 from molt_society.society.replay_run import replay_source
 from molt_society.warehouse.client import locked
 from molt_society.warehouse.reader import open_reader
@@ -268,3 +268,19 @@ def test_a_killed_direct_replay_run_again_stores_each_row_once(
     killed = _stored(settings, "killed")
     _same_but_the_name(stored["via_direct"], killed, "via_direct", "killed")
     assert killed["rows"] == (len(killed["events"]), len(killed["metrics"]), len(killed["dead"]))
+
+
+def test_a_history_that_cannot_be_read_to_the_end_fails_the_replay_saying_so(
+    both: tuple[Settings, dict[str, Any]], history: Path
+) -> None:
+    """The publication (a thread of the replaying process) fails on a sorted run cut short: the replay
+    stops with that reason instead of waiting for state processes that get nothing more."""
+    settings, _ = both
+    with load_source(history) as source:
+        runs = source.events.spill.seal()
+        with runs[-1].open("ab") as f:
+            f.write(b"\x00\x01cut")  # a record head cut short after the last record
+        began = time.monotonic()
+        with pytest.raises(DirectReplayError, match="failed reading the history: error"):
+            replay_direct(settings, source, society="cut_short")
+    assert time.monotonic() - began < 120  # said at once, not after the stall limit (300 s)
