@@ -8,6 +8,7 @@ Connecting and the schema are the access layer's (``warehouse.client``, ``wareho
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -186,6 +187,18 @@ def reject_row(record: RecordLike, reason: str, code: str = SINK_REJECT_CODE) ->
     ]
 
 
+_UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def uuid_int(text: Any) -> int:
+    """``uuid.UUID(text).int``, raising what it raises: the 128-bit value a UUID column stores (the
+    insert writes an int as it writes a ``UUID``). The usual hyphenated form without building a ``UUID``:
+    a replay stores one per event and per metric row."""
+    if isinstance(text, str) and _UUID_TEXT.fullmatch(text):
+        return int(text.replace("-", ""), 16)
+    return uuid.UUID(text).int
+
+
 def event_row(record: RecordLike) -> list[Any]:
     """The ``events`` row of one event record (columns ``EVENT_COLUMNS``). Raises on an undecodable value."""
     if record.value is None:
@@ -226,7 +239,7 @@ def event_row(record: RecordLike) -> list[Any]:
         target_id = body["agent_id"]
     # intervention_applied: its experiment, arm, kind, params and scope stay in body
     return [
-        uuid.UUID(doc["event_id"]),
+        uuid_int(doc["event_id"]),
         doc["society"],
         etype,
         int(doc.get("schema_version") or 1),
@@ -275,7 +288,7 @@ def metric_rows(record: RecordLike) -> list[list[Any]]:
 
     return [
         [
-            uuid.UUID(d["metric_id"]),
+            uuid_int(d["metric_id"]),
             d["society"],
             d["metric"],
             window("window_start", d["window_start_us"]),

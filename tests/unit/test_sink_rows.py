@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -50,6 +51,7 @@ from molt_society.sinks.clickhouse import (
     rows_for_events,
     rows_for_metrics,
     society_of_topic,
+    uuid_int,
 )
 from molt_society.warehouse.schema import schema_statements
 
@@ -96,8 +98,7 @@ def test_envelope_columns() -> None:
         **env, causation_id="p-9", body=AgentRegisteredBody(name="Ada", persona="curious")
     )
     row = _row(event)
-    assert row["event_id"] == env["event_id"]
-    assert isinstance(row["event_id"], uuid.UUID)
+    assert row["event_id"] == env["event_id"].int  # the column's 128 bits
     assert row["society"] == "s1"
     assert row["type"] == "agent_registered"
     assert row["schema_version"] == 1
@@ -217,7 +218,7 @@ def test_metric_rows() -> None:
     rec = Record("society.s1.metrics", 0, 11, b"active_agents", orjson.dumps(event), [])
     rows = rows_for_metrics([rec])
     row = dict(zip(METRIC_COLUMNS, rows[0], strict=True))
-    assert row["metric_id"] == uuid.UUID(event["metric_id"])
+    assert row["metric_id"] == uuid.UUID(event["metric_id"]).int
     assert (row["society"], row["metric"], row["dim"], row["value"]) == ("s1", "active_agents", "", 42.0)
     assert row["window_start"] == start
     assert row["window_end"] == end
@@ -357,3 +358,35 @@ def test_an_event_time_clickhouse_cannot_store_is_dead_lettered_not_inserted(
         assert client.query("SELECT count() FROM dead_letters").result_rows == [(1,)]
     finally:
         client.close()
+
+
+def _uuid_or_error(text: Any, parse: Any) -> int | str:
+    try:
+        return int(parse(text))
+    except (ValueError, TypeError, AttributeError) as exc:
+        return type(exc).__name__
+
+
+def test_uuid_int_is_uuid_int_and_refuses_what_uuid_refuses() -> None:
+    rng = random.Random(5)
+    values = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(2_000)] + [uuid.UUID(int=0)]
+    forms = [f(u) for u in values for f in (str, lambda u: str(u).upper(), lambda u: u.hex, lambda u: u.urn)]
+    good = str(values[1])
+    odd: list[Any] = [
+        f"{{{good}}}",
+        "",
+        good[:-1],
+        good + "0",
+        "+" + good[1:],
+        good[:9] + "_" + good[10:],
+        good.replace("-", "_"),
+        " " + good[1:],
+        good[:35] + "g",
+        good[:35] + "\u0663",  # a digit to int(), not hex to a UUID
+        "0x" + good[2:],
+        123,
+        None,
+    ]
+    for text in forms + odd:
+        assert _uuid_or_error(text, uuid_int) == _uuid_or_error(text, lambda t: uuid.UUID(t).int), text
+    assert all(isinstance(_uuid_or_error(t, uuid_int), str) for t in ("", good + "0", 123, None))
