@@ -52,10 +52,18 @@ class PostFilter:
         self.count += 1
 
     def __contains__(self, key: object) -> bool:
+        """The positions of ``_positions``, one at a time: a key never added (every new post) is told at
+        its first clear bit, most often the first or second."""
         if not isinstance(key, str):
             return False
-        bits = self._bits
-        return all(bits[at >> 3] >> (at & 7) & 1 for at in self._positions(key))
+        h = hash(key) & 0xFFFF_FFFF_FFFF_FFFF
+        at, step, m, bits = h & 0xFFFF_FFFF, (h >> 32) | 1, self._m, self._bits
+        for _ in range(self.HASHES):
+            q = at % m
+            if not bits[q >> 3] >> (q & 7) & 1:
+                return False
+            at += step
+        return True
 
 
 class ColdThreads:
