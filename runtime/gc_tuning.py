@@ -6,7 +6,7 @@ process that makes and drops a few objects per record (dicts, lists, rows) while
 partition's threads and windows, a batch of rows waiting for its insert) pays for that heap again and
 again, and more as the heap grows. Measured: 18 of 58 CPU seconds of a stream worker in ``make bench``;
 in a direct replay of 1.35M events (issue 30, ``gc.callbacks``), 18.6 of the insert process's 46.6 CPU
-seconds (25,182 collections, 107 of them full), 5.7 of each state process's 20 and 4.3 of the import's 44.
+seconds (25,182 collections, 107 of them full), 5.7 of each state process's 24 and 4.3 of the import's 44.
 
 ``tune_gc`` moves what the process has built so far (modules, settings, clients) out of the collector's
 sight (``gc.freeze``) and collects young objects after ``THRESHOLDS[0]`` new ones, the older generations
