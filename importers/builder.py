@@ -50,15 +50,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from pydantic import ValidationError
 
 from molt_society.importers import scratch
+from molt_society.importers.made import Said, light_comment, light_post
 from molt_society.importers.records import (
     AgentRecord,
     Author,
@@ -92,6 +94,9 @@ from molt_society.schemas.events import (
 from molt_society.schemas.ids import uuid7_of_bits
 from molt_society.schemas.wire import encode_event
 
+if TYPE_CHECKING:
+    from molt_society.importers.makers import Makers
+
 TITLE_MAX = 300
 NAME_MAX = 200
 TEXT_MAX = 4000
@@ -105,6 +110,9 @@ UNKNOWN_SUBMOLT = "unknown"
 IMPORTED_BRAIN = "imported"
 TALLY_OFFSET = timedelta(microseconds=1)
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+
+MAKERS_MIN = 50_000
+"""Posts and comments from which an import makes their events in worker processes (``importers.makers``)."""
 
 E = TypeVar("E", PostCreated, CommentCreated)
 R = TypeVar("R", PostRecord, CommentRecord)
@@ -191,6 +199,8 @@ class Builder:
         self._counted = [0, 0]  # posts giving comment_count, their positive counts' sum
         self._posts_emitted = 0
         self._comments_emitted = 0
+        self.makers: Makers | None = None
+        """Worker processes that make the posts' and comments' events (a large spilled import)."""
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -446,9 +456,17 @@ class Builder:
         self._dedupe("post", store.post, store.post_blob)
         self._dedupe("comment", store.comment, store.comment_blob)
         db.execute("CREATE INDEX later_by_target ON later (kind, id, at)")
-        self._posts()
-        self._resolve()
-        self._comments()
+        self.makers = self._start_makers()
+        try:
+            self._posts()
+            self._resolve()
+            self._comments()
+            if self.makers is not None:
+                self._adopt(self.makers)
+        finally:
+            if self.makers is not None:
+                self.makers.close()
+                self.makers = None
         self._flush_acts()
         self._agents()
         self._submolts()
@@ -456,6 +474,26 @@ class Builder:
         self._summary()
         self.events.sort(key=lambda e: (e.occurred_at, e.event_id.int))
         return self.events
+
+    def _start_makers(self) -> Makers | None:
+        """Worker processes for the events of at least ``MAKERS_MIN`` posts and comments written to the spill,
+        on a machine with two cores or more; None (this process makes them) otherwise, and for a snapshot
+        series (whose tallies read the store)."""
+        records = self.store.count("post") + self.store.count("comment")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if self.spill is None or self.series or records < MAKERS_MIN or cores < 2:
+            return None
+        from molt_society.importers.makers import Makers
+
+        return Makers(self.society, list(self.store.files), cores, self.spill.folder(), self.spill.run_size)
+
+    def _adopt(self, makers: Makers) -> None:
+        """The workers' sorted runs into the spill, their events into the files' reports."""
+        assert self.spill is not None
+        for runs, count in makers.seal():
+            self.spill.adopt(runs, count)
+        for (file, etype), n in sorted(makers.counts.items()):
+            self.reports[file].events[etype] += n
 
     def _posts(self) -> None:
         """Emit every kept post (with its tallies), in read order."""
@@ -465,25 +503,50 @@ class Builder:
             f"WHERE t.dup = 0 ORDER BY {store.order('t')}"
         )
         bad: list[tuple[str]] = []
-        for row in store.rows(query):
-            rec = store.post(row)
-            actor = self._post(rec)
-            if actor is None:
-                bad.append((rec.id,))
-                continue
-            self._posts_emitted += 1
-            self._post_tallies(rec)
-            self._act(rec.created_at, rec.author, actor, rec.origin)
-            if rec.submolt is not None:
-                key = sanitise_id(rec.submolt.name)
-                known = self._first_post.get(key)
-                if known is None or rec.created_at < known[0]:
-                    self._first_post[key] = (rec.created_at, self._posts_emitted, rec)
-            count = rec.counts.comment_count
-            if count is not None:
-                self._counted[0] += 1
-                self._counted[1] += max(count, 0)
+        if self.makers is not None:
+            for said, actor, light in self.makers.posts(store.rows(query)):
+                self._replay(said)
+                rec = light_post(light)
+                if actor is None:
+                    self.unreadable_posts.add(rec.id)
+                self._posted(rec, actor, bad)
+        else:
+            for row in store.rows(query):
+                rec = store.post(row)
+                actor = self.make_post(rec)
+                self._posted(rec, actor, bad)
         store.db.executemany("INSERT INTO bad_post VALUES (?)", bad)
+
+    def make_post(self, rec: PostRecord) -> str | None:
+        """Emit a post and its tallies; its actor, or None when it could not be made a valid event (what
+        an import's worker process does for each post, ``importers.makers``)."""
+        actor = self._post(rec)
+        if actor is not None:
+            self._post_tallies(rec)
+        return actor
+
+    def _posted(self, rec: PostRecord, actor: str | None, bad: list[tuple[str]]) -> None:
+        """What follows from a post made (``make_post``): its author's act, its submolt's first post."""
+        if actor is None:
+            bad.append((rec.id,))
+            return
+        self._posts_emitted += 1
+        self._act(rec.created_at, rec.author, actor, rec.origin)
+        if rec.submolt is not None:
+            key = sanitise_id(rec.submolt.name)
+            known = self._first_post.get(key)
+            if known is None or rec.created_at < known[0]:
+                self._first_post[key] = (rec.created_at, self._posts_emitted, rec)
+        count = rec.counts.comment_count
+        if count is not None:
+            self._counted[0] += 1
+            self._counted[1] += max(count, 0)
+
+    def _replay(self, said: list[Said]) -> None:
+        """The notes and skips of a record made by a worker process, in the order it said them."""
+        for skip, file, position, reason, detail in said:
+            report = self.reports[file]
+            (report.skip if skip else report.note)(reason, position, detail)
 
     def _post(self, rec: PostRecord) -> str | None:
         """Emit a post; its actor, or None when it could not be made a valid event."""
@@ -660,17 +723,37 @@ class Builder:
             "FROM comment t JOIN comment_rec r ON r.seq = t.seq "
             f"WHERE t.dup = 0 AND t.depth IS NOT NULL ORDER BY t.depth, {order}"
         )
+        if self.makers is not None:
+            for said, actor, light in self.makers.comments(store.rows(emitted)):
+                self._replay(said)  # a reply to a comment that made no event: skipped by its worker
+                self._commented(light_comment(light), actor)
+            return
         for row in store.rows(emitted):
             depth, before_us, rec = row[0], row[1], store.comment(row[2:])
-            self._comment(rec, depth, from_us(before_us))
+            if not self._parent_skipped(rec):
+                self._commented(rec, self.make_comment(rec, depth, from_us(before_us)))
 
-    def _comment(self, rec: CommentRecord, depth: int, before: datetime) -> None:
-        """Emit a comment at ``depth`` (``before``: the time of what it replies to), with its tallies."""
-        cid, o = rec.id, rec.origin
-        if rec.parent_id is not None and rec.parent_id in self.failed_comments:
-            self._skip(o, "parent skipped", f"{cid} (parent {rec.parent_id})")
-            self.failed_comments.add(cid)
+    def _parent_skipped(self, rec: CommentRecord) -> bool:
+        """Skip a comment whose parent made no event (its parent is made first: it is less deep)."""
+        if rec.parent_id is None or rec.parent_id not in self.failed_comments:
+            return False
+        self._skip(rec.origin, "parent skipped", f"{rec.id} (parent {rec.parent_id})")
+        self.failed_comments.add(rec.id)
+        return True
+
+    def _commented(self, rec: CommentRecord, actor: str | None) -> None:
+        """What follows from a comment made (``make_comment``): its author's act, or its replies skipped."""
+        if actor is None:
+            self.failed_comments.add(rec.id)
             return
+        self._comments_emitted += 1
+        self._act(rec.created_at, rec.author, actor, rec.origin)
+
+    def make_comment(self, rec: CommentRecord, depth: int, before: datetime) -> str | None:
+        """Emit a comment at ``depth`` (``before``: the time of what it replies to), with its tallies; its
+        actor, or None when it could not be made a valid event (what an import's worker process does for
+        each comment, ``importers.makers``)."""
+        cid, o = rec.id, rec.origin
         parent_unknown = rec.parent_id is None and depth > 1
         if rec.created_at < before:
             self._note(o, "comment is dated before what it replies to (kept as given)", cid)
@@ -681,14 +764,12 @@ class Builder:
             event, wire = self._fit(o, make, rec.content)
         except ValidationError as exc:
             self._skip(o, "not valid for the event schema", f"{cid}: {_schema_error(exc)}")
-            self.failed_comments.add(cid)
-            return
+            return None
         if parent_unknown:
             self._note(o, "reply whose source gives its depth but not its parent (parent_unknown)")
         self._emit(o, event, wire)
-        self._comments_emitted += 1
         self._comment_tallies(rec)
-        self._act(rec.created_at, rec.author, actor, o)
+        return actor
 
     def _comment_event(
         self, rec: CommentRecord, actor: str, depth: int, parent_unknown: bool, text: str

@@ -136,6 +136,10 @@ class Scratch:
             snapshot_at=at,
         )
 
+    def count(self, kind: str) -> int:
+        """Records of ``kind`` (post, comment, follow) appended, duplicates included."""
+        return self._seq[kind]
+
     def _next(self, kind: str) -> int:
         self._seq[kind] += 1
         return self._seq[kind]
@@ -196,34 +200,11 @@ class Scratch:
 
     def post(self, row: Row) -> PostRecord:
         """The post of a row ``(id, created, file, rec)``."""
-        post_id, created, file, blob = row
-        title, content, author, sub, counts, position = orjson.loads(blob)
-        return PostRecord(
-            post_id,
-            title,
-            content,
-            None if author is None else author_of(*author),
-            None if sub is None else SubmoltRef(*sub),
-            from_us(created),
-            Counts(*counts),
-            self.origin(file, position),
-        )
+        return post_of(self.files, row)
 
     def comment(self, row: Row) -> CommentRecord:
         """The comment of a row ``(id, post_id, parent_id, src_depth, created, file, rec)``."""
-        cid, post_id, parent_id, source_depth, created, file, blob = row
-        content, author, counts, position = orjson.loads(blob)
-        return CommentRecord(
-            cid,
-            post_id,
-            parent_id,
-            source_depth,
-            content,
-            None if author is None else author_of(*author),
-            from_us(created),
-            Counts(*counts),
-            self.origin(file, position),
-        )
+        return comment_of(self.files, row)
 
     @staticmethod
     def post_blob(rec: PostRecord) -> bytes:
@@ -237,3 +218,37 @@ class Scratch:
     def comment_blob(rec: CommentRecord) -> bytes:
         """The stored fields of ``rec`` that the ``comment`` table's columns do not hold."""
         return orjson.dumps([rec.content, _author(rec.author), _counts(rec.counts), rec.origin.position])
+
+
+def post_of(files: list[str], row: Row) -> PostRecord:
+    """The post of a row ``(id, created, file, rec)`` of a store whose files are ``files`` (``Scratch.files``;
+    also read by the import's worker processes, ``importers.makers``)."""
+    post_id, created, file, blob = row
+    title, content, author, sub, counts, position = orjson.loads(blob)
+    return PostRecord(
+        post_id,
+        title,
+        content,
+        None if author is None else author_of(*author),
+        None if sub is None else SubmoltRef(*sub),
+        from_us(created),
+        Counts(*counts),
+        Origin(files[file], position),
+    )
+
+
+def comment_of(files: list[str], row: Row) -> CommentRecord:
+    """The comment of a row ``(id, post_id, parent_id, src_depth, created, file, rec)`` (``post_of``)."""
+    cid, post_id, parent_id, source_depth, created, file, blob = row
+    content, author, counts, position = orjson.loads(blob)
+    return CommentRecord(
+        cid,
+        post_id,
+        parent_id,
+        source_depth,
+        content,
+        None if author is None else author_of(*author),
+        from_us(created),
+        Counts(*counts),
+        Origin(files[file], position),
+    )

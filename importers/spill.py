@@ -67,9 +67,7 @@ class SortedSpill:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        if self._dir is None:
-            self._dir = private_dir("society-sort", self._parent)
-        path = self._dir / f"run-{len(self._runs):05d}.bin"
+        path = self.folder() / f"run-{len(self._runs):05d}.bin"
         self._buffer.sort()
         with path.open("wb", buffering=1 << 20) as f:
             for us, tie, seq, payload in self._buffer:
@@ -81,6 +79,19 @@ class SortedSpill:
             path.with_name(path.name + TIE_SUFFIX).write_bytes(prefixes)
         self._runs.append(path)
         self._buffer = []
+
+    def folder(self) -> Path:
+        """This spill's folder (made now if no run was written yet): what is put in it is removed with it."""
+        if self._dir is None:
+            self._dir = private_dir("society-sort", self._parent)
+        return self._dir
+
+    def adopt(self, runs: list[Path], count: int) -> None:
+        """Merge ``runs``, sealed by another spill (another process's) and holding ``count`` records, with
+        this one's: they are read with its own, in key order, and removed with it when they are in its
+        ``folder``. Ties on the key keep no order between spills (an event's key is its time and id)."""
+        self._runs.extend(runs)
+        self._count += count
 
     def seal(self) -> list[Path]:
         """Write what is buffered to a run and return the run files: another process can then read the

@@ -528,6 +528,7 @@ def replay(
     through: str,
 ) -> None:
     """Replay an archive or a MoltBook dump through the stream processors into ClickHouse."""
+    from molt_society.importers.makers import MakerError
     from molt_society.replay.archive import ArchiveError, is_archive
     from molt_society.replay.source import archive_header, load_source
     from molt_society.runtime.gc_tuning import tune_gc
@@ -570,7 +571,7 @@ def replay(
                 stats, direct = _replay_loaded(
                     s, load(), society, through, live, factor, dashboard, source.name
                 )
-        except (ArchiveError, DirectReplayError) as exc:
+        except (ArchiveError, DirectReplayError, MakerError) as exc:
             raise click.ClickException(str(exc)) from None
     console.print(
         f"replayed {stats.events:,} events into society [bold]{society}[/bold] in {stats.seconds:.1f} s "

@@ -1,0 +1,45 @@
+"""What an import's worker process made of one record, as it comes back to the builder (``importers.makers``).
+
+Plain tuples: a frozen dataclass comes through pickle about ten times slower (``dataclasses.fields`` per
+object), which made the importing process, not the workers, the slowest part.
+"""
+
+from __future__ import annotations
+
+from molt_society.importers.records import Author, CommentRecord, Counts, Origin, PostRecord, SubmoltRef
+from molt_society.schemas.control import from_us
+
+Said = tuple[bool, str, str, str, str]
+"""A skip (True) or a note of one record: file, position, reason, detail."""
+AuthorTuple = tuple[str | None, str | None, str | None] | None
+LightPost = tuple[str, int, AuthorTuple, tuple[str, str | None] | None, int | None, str, str]
+"""What the builder needs of a post made: id, time (µs), author, submolt, comment count, file, position."""
+LightComment = tuple[str, str, str | None, int, AuthorTuple, str, str]
+"""Id, post id, parent id, time (µs), author, file, position."""
+
+
+def author_tuple(a: Author | None) -> AuthorTuple:
+    return None if a is None else (a.id, a.name, a.description)
+
+
+def _back(a: AuthorTuple) -> Author | None:
+    return None if a is None else Author(*a)
+
+
+def light_post(t: LightPost) -> PostRecord:
+    """The post a worker made, as much of it as the builder reads afterwards (no title, no content)."""
+    post_id, created, author, sub, comment_count, file, position = t
+    submolt = None if sub is None else SubmoltRef(*sub)
+    counts = Counts(comment_count=comment_count)
+    return PostRecord(
+        post_id, None, None, _back(author), submolt, from_us(created), counts, Origin(file, position)
+    )
+
+
+def light_comment(t: LightComment) -> CommentRecord:
+    """The comment a worker made, as much of it as the builder reads afterwards (no content)."""
+    cid, post_id, parent_id, created, author, file, position = t
+    at = from_us(created)
+    return CommentRecord(
+        cid, post_id, parent_id, None, None, _back(author), at, Counts(), Origin(file, position)
+    )
