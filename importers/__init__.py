@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from molt_society.importers import containers
+from molt_society.importers import containers, makers
 from molt_society.importers.builder import Builder
 from molt_society.importers.files import read_file
 from molt_society.importers.records import FileRecords
@@ -139,7 +139,7 @@ def _build(path: Path, society: str, spill: SortedSpill | None) -> tuple[list[Ev
     store = Scratch()
     try:
         root, records = _records(path, society, store)
-        builder = Builder(society, records, store, spill)
+        builder = Builder(society, records, store, spill, makers.start)
         events = builder.build()
     finally:
         store.close()

@@ -50,17 +50,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 from uuid import UUID
 
 from pydantic import ValidationError
 
 from molt_society.importers import scratch
-from molt_society.importers.made import Said, light_comment, light_post
+from molt_society.importers.made import MakersLike, Said, light_comment, light_post
 from molt_society.importers.records import (
     AgentRecord,
     Author,
@@ -94,9 +93,6 @@ from molt_society.schemas.events import (
 from molt_society.schemas.ids import uuid7_of_bits
 from molt_society.schemas.wire import encode_event
 
-if TYPE_CHECKING:
-    from molt_society.importers.makers import Makers
-
 TITLE_MAX = 300
 NAME_MAX = 200
 TEXT_MAX = 4000
@@ -111,8 +107,6 @@ IMPORTED_BRAIN = "imported"
 TALLY_OFFSET = timedelta(microseconds=1)
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
-MAKERS_MIN = 50_000
-"""Posts and comments from which an import makes their events in worker processes (``importers.makers``)."""
 
 E = TypeVar("E", PostCreated, CommentCreated)
 R = TypeVar("R", PostRecord, CommentRecord)
@@ -165,10 +159,16 @@ class Builder:
     comments), and the ids of records that could not be read or made no event."""
 
     def __init__(
-        self, society: str, files: list[FileRecords], store: Scratch, spill: SortedSpill | None = None
+        self,
+        society: str,
+        files: list[FileRecords],
+        store: Scratch,
+        spill: SortedSpill | None = None,
+        makers: Callable[[Builder], MakersLike | None] | None = None,
     ) -> None:
         """``spill``: where the events go, encoded and sorted on disk (``import_stream``); without it
-        they are kept as models in ``events`` (``import_path``)."""
+        they are kept as models in ``events`` (``import_path``). ``makers``: what starts worker processes
+        for the posts' and comments' events, or says not to (``importers.makers.start``)."""
         self.society = society
         self.files = files
         self.store = store
@@ -199,7 +199,8 @@ class Builder:
         self._counted = [0, 0]  # posts giving comment_count, their positive counts' sum
         self._posts_emitted = 0
         self._comments_emitted = 0
-        self.makers: Makers | None = None
+        self.start_makers = makers
+        self.makers: MakersLike | None = None
         """Worker processes that make the posts' and comments' events (a large spilled import)."""
 
     # --- helpers ----------------------------------------------------------------------------------
@@ -456,7 +457,7 @@ class Builder:
         self._dedupe("post", store.post, store.post_blob)
         self._dedupe("comment", store.comment, store.comment_blob)
         db.execute("CREATE INDEX later_by_target ON later (kind, id, at)")
-        self.makers = self._start_makers()
+        self.makers = None if self.start_makers is None else self.start_makers(self)
         try:
             self._posts()
             self._resolve()
@@ -475,19 +476,7 @@ class Builder:
         self.events.sort(key=lambda e: (e.occurred_at, e.event_id.int))
         return self.events
 
-    def _start_makers(self) -> Makers | None:
-        """Worker processes for the events of at least ``MAKERS_MIN`` posts and comments written to the spill,
-        on a machine with two cores or more; None (this process makes them) otherwise, and for a snapshot
-        series (whose tallies read the store)."""
-        records = self.store.count("post") + self.store.count("comment")
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if self.spill is None or self.series or records < MAKERS_MIN or cores < 2:
-            return None
-        from molt_society.importers.makers import Makers
-
-        return Makers(self.society, list(self.store.files), cores, self.spill.folder(), self.spill.run_size)
-
-    def _adopt(self, makers: Makers) -> None:
+    def _adopt(self, makers: MakersLike) -> None:
         """The workers' sorted runs into the spill, their events into the files' reports."""
         assert self.spill is not None
         for runs, count in makers.seal():

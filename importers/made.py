@@ -6,6 +6,11 @@ object), which made the importing process, not the workers, the slowest part.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
 from molt_society.importers.records import Author, CommentRecord, Counts, Origin, PostRecord, SubmoltRef
 from molt_society.schemas.control import from_us
 
@@ -43,3 +48,22 @@ def light_comment(t: LightComment) -> CommentRecord:
     return CommentRecord(
         cid, post_id, parent_id, None, None, _back(author), at, Counts(), Origin(file, position)
     )
+
+
+class MakersLike(Protocol):
+    """What the builder asks of the workers that make its posts' and comments' events (``importers.makers``;
+    a protocol here, so that the builder does not import the module that imports it)."""
+
+    counts: Counter[tuple[str, str]]
+
+    def posts(
+        self, rows: Iterator[tuple[Any, ...]]
+    ) -> Iterator[tuple[list[Said], str | None, LightPost]]: ...
+
+    def comments(
+        self, rows: Iterator[tuple[Any, ...]]
+    ) -> Iterator[tuple[list[Said], str | None, LightComment]]: ...
+
+    def seal(self) -> list[tuple[list[Path], int]]: ...
+
+    def close(self) -> None: ...

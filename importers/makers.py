@@ -41,6 +41,8 @@ from molt_society.schemas.control import from_us, to_us
 from molt_society.schemas.events import Event
 from molt_society.schemas.wire import encode_event
 
+MIN_RECORDS = 50_000
+"""Posts and comments (duplicates included) from which an import makes their events in workers."""
 CHUNK = 2_000
 """Rows sent to a worker at a time."""
 AHEAD = 3
@@ -130,6 +132,18 @@ def _work(
         results.put((made, maker.counts))
         maker.counts = Counter()
     results.put(("sealed", maker.runs.seal(), len(maker.runs)))
+
+
+def start(builder: Builder) -> Makers | None:
+    """Workers for ``builder``'s posts and comments: for at least ``MIN_RECORDS`` of them written to a spill,
+    one per core on a machine with two or more; None (the builder makes them) otherwise, and for a snapshot
+    series (whose tallies read the record store)."""
+    store, spill = builder.store, builder.spill
+    records = store.count("post") + store.count("comment")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if spill is None or builder.series or records < MIN_RECORDS or cores < 2:
+        return None
+    return Makers(builder.society, list(store.files), cores, spill.folder(), spill.run_size)
 
 
 class Makers:

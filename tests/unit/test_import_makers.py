@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from molt_society.bench.archive_gen import generate
-from molt_society.importers import builder, import_stream
+from molt_society.importers import import_stream, makers
+from molt_society.importers.builder import Builder
 from molt_society.importers.makers import MakerError, Makers
 
 T0 = "2026-01-30T17:00:00+00:00"
@@ -57,16 +58,16 @@ def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _imported(path: Path, makers_from: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], Any]:
     with monkeypatch.context() as m:
-        m.setattr(builder, "MAKERS_MIN", makers_from)
+        m.setattr(makers, "MIN_RECORDS", makers_from)
         used: list[int] = []
-        start = builder.Builder._start_makers
+        start = makers.start
 
-        def counted(self: builder.Builder) -> Makers | None:
-            made = start(self)
+        def counted(b: Builder) -> Makers | None:
+            made = start(b)
             used.append(made is not None)
             return made
 
-        m.setattr(builder.Builder, "_start_makers", counted)
+        m.setattr(makers, "start", counted)
         stream = import_stream(path, "m")
     assert used == [makers_from == 0]
     try:
