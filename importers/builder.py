@@ -107,7 +107,6 @@ IMPORTED_BRAIN = "imported"
 TALLY_OFFSET = timedelta(microseconds=1)
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 
-
 E = TypeVar("E", PostCreated, CommentCreated)
 R = TypeVar("R", PostRecord, CommentRecord)
 _FILLABLE = ("title", "content", "author", "submolt")

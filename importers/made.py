@@ -11,24 +11,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from molt_society.importers.records import Author, CommentRecord, Counts, Origin, PostRecord, SubmoltRef
+from molt_society.importers.records import (
+    Author,
+    CommentRecord,
+    Counts,
+    Origin,
+    PostRecord,
+    SubmoltRef,
+    author_of,
+)
 from molt_society.schemas.control import from_us
 
 Said = tuple[bool, str, str, str, str]
 """A skip (True) or a note of one record: file, position, reason, detail."""
-AuthorTuple = tuple[str | None, str | None, str | None] | None
-LightPost = tuple[str, int, AuthorTuple, tuple[str, str | None] | None, int | None, str, str]
+AuthorFields = list[str | None] | None
+"""An author's id, name and description (``importers.scratch.author_fields``)."""
+LightPost = tuple[str, int, AuthorFields, tuple[str, str | None] | None, int | None, str, str]
 """What the builder needs of a post made: id, time (µs), author, submolt, comment count, file, position."""
-LightComment = tuple[str, str, str | None, int, AuthorTuple, str, str]
+LightComment = tuple[str, str, str | None, int, AuthorFields, str, str]
 """Id, post id, parent id, time (µs), author, file, position."""
 
 
-def author_tuple(a: Author | None) -> AuthorTuple:
-    return None if a is None else (a.id, a.name, a.description)
-
-
-def _back(a: AuthorTuple) -> Author | None:
-    return None if a is None else Author(*a)
+def _back(a: AuthorFields) -> Author | None:
+    return None if a is None else author_of(*a)
 
 
 def light_post(t: LightPost) -> PostRecord:

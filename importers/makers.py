@@ -1,22 +1,21 @@
 """The events of a large import's posts and comments made in worker processes, on every core.
 
-Making a post's or a comment's events (decode the stored record, check and cut its fields, build and
-validate the events with the pydantic models, encode them, sort them on disk) is most of an import's time,
-and it is the same work for every record: at 17M events it held one core for minutes while the other
-waited (issue 30). ``Makers`` sends the builder's rows (``importers.builder``: the posts in read order,
-then the comments parents first) to worker processes in chunks, round robin, a few chunks ahead. A worker
-runs the builder's own ``make_post`` / ``make_comment`` on each row and writes the events to sorted runs
-of its own (``importers.spill``, in a folder inside the import's spill, so they are removed with it);
-what comes back, in the order the rows were read, is what the builder still needs of each record (its
-notes and skips in the order they were said, its actor, a few fields: ``importers.made``) and the number
-of events per file and type. At the end each worker seals its runs and the import's spill adopts them:
-the merge reads every run together, and events are ordered by (time, id), so the sorted history, its
-repeated ids and the report are those of the builder alone (tested); what depends on earlier records (a
-reply to a comment that made no event, an author's first act, a submolt's first post) stays with the
-builder.
+Making a post's or a comment's events (decode the stored record, check and cut its fields, build and validate
+the events with the pydantic models, encode them, sort them on disk) is most of an import's time, and it is
+the same work for every record: at 17M events it held one core for minutes while the other waited (issue 30).
+``Makers`` sends the builder's rows (``importers.builder``: the posts in read order, then the comments parents
+first) to worker processes in chunks, every row of a post to the same worker, a few chunks ahead. A worker
+runs the builder's own ``make_post`` / ``make_comment`` on each row and writes the events to sorted runs of
+its own (``importers.spill``, in a folder inside the import's spill, so they are removed with it); what comes
+back, in the order the rows were read, is what the builder still needs of each record (its notes and skips in
+the order they were said, its actor, a few fields: ``importers.made``) and the number of events per file and
+type. At the end each worker seals its runs and the import's spill adopts them: the merge reads every run
+together, and events are ordered by (time, id), so the sorted history, its repeated ids and the report are
+those of the builder alone (tested); what depends on earlier records (a reply to a comment that made no event,
+an author's first act, a submolt's first post) stays with the builder.
 
-A worker that dies or stops answering ends the import with ``MakerError`` (nothing is replayed: no record
-is lost silently); workers die with the importing process (``die_with_parent``).
+A worker that dies or stops answering ends the import with ``MakerError`` (nothing is replayed: no record is
+lost silently); workers die with the importing process (``die_with_parent``).
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from molt_society.importers.builder import Builder
-from molt_society.importers.made import LightComment, LightPost, Said, author_tuple
+from molt_society.importers.made import LightComment, LightPost, Said
 from molt_society.importers.records import Origin
-from molt_society.importers.scratch import Row, comment_of, post_of
+from molt_society.importers.scratch import Row, author_fields, comment_of, post_of
 from molt_society.importers.spill import SortedSpill
 from molt_society.runtime.broker import die_with_parent
 from molt_society.runtime.gc_tuning import tune_gc
@@ -96,7 +95,7 @@ class _Maker(Builder):
             light = (
                 rec.id,
                 row[1],
-                author_tuple(rec.author),
+                author_fields(rec.author),
                 sub,
                 rec.counts.comment_count,
                 o.file,
@@ -113,7 +112,15 @@ class _Maker(Builder):
             if actor is None:
                 self.failed_comments.add(rec.id)
             o = rec.origin
-            light = (rec.id, rec.post_id, rec.parent_id, row[6], author_tuple(rec.author), o.file, o.position)
+            light = (
+                rec.id,
+                rec.post_id,
+                rec.parent_id,
+                row[6],
+                author_fields(rec.author),
+                o.file,
+                o.position,
+            )
             out.append((self._said(), actor, light))
         return out
 

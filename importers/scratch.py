@@ -71,7 +71,8 @@ T = TypeVar("T")
 Row = tuple[Any, ...]
 
 
-def _author(a: Author | None) -> list[str | None] | None:
+def author_fields(a: Author | None) -> list[str | None] | None:
+    """An author as the store keeps it (and the import's workers send it back): id, name, description."""
     return None if a is None else [a.id, a.name, a.description]
 
 
@@ -211,13 +212,15 @@ class Scratch:
         """The stored fields of ``rec`` (a copy completed by a duplicate is written back)."""
         sub = None if rec.submolt is None else [rec.submolt.name, rec.submolt.display_name]
         return orjson.dumps(
-            [rec.title, rec.content, _author(rec.author), sub, _counts(rec.counts), rec.origin.position]
+            [rec.title, rec.content, author_fields(rec.author), sub, _counts(rec.counts), rec.origin.position]
         )
 
     @staticmethod
     def comment_blob(rec: CommentRecord) -> bytes:
         """The stored fields of ``rec`` that the ``comment`` table's columns do not hold."""
-        return orjson.dumps([rec.content, _author(rec.author), _counts(rec.counts), rec.origin.position])
+        return orjson.dumps(
+            [rec.content, author_fields(rec.author), _counts(rec.counts), rec.origin.position]
+        )
 
 
 def post_of(files: list[str], row: Row) -> PostRecord:

@@ -87,9 +87,9 @@ from molt_society.warehouse.schema import ensure_schema
 log = get_logger(__name__)
 
 QUEUED = 2
+"""Messages received and waiting for their insert, at most (a batch of 50,000 events is about 40 MB)."""
 FEED_BATCH = 2_000
 """Records of the actions topic sent to a state process at a time (a few hundred KB)."""
-"""Messages received and waiting for their insert, at most (a batch of 50,000 events is about 40 MB)."""
 STALL_S = 300.0
 """A state process says how far it is every ``replay_direct_batch`` events (seconds apart); silence this
 long while it is alive is a stall: the processes are stopped and the replay fails, saying so."""
@@ -155,14 +155,12 @@ class _FeedOut:
 class _Feed:
     """The job's history through ``replay.publisher.Publication`` once (the partitioning and watermarks of
     a published replay): each state process gets its partitions' records, in order, ``FEED_BATCH`` at a
-    time, through ``sends[k]``; then ``("end",)``. Run by a thread of this process, which is otherwise idle
-    while the state and insert processes work (before, every state process read, decoded and partitioned
-    the whole history and kept its share)."""
+    time, through ``sends[k]`` (``owner[q]``: the state process of partition q); then ``("end",)``. Run by
+    a thread of this process, which is otherwise idle while the state and insert processes work (before,
+    every state process read, decoded and partitioned the whole history and kept its share)."""
 
-    def __init__(self, job: Job, sends: list[Callable[[Any], None]]) -> None:
-        self.job, self.sends = job, sends
-        n = len(sends)
-        self.owner = [q % n for q in range(job.partitions)]  # as ``replace(job, owned=range(k, P, n))``
+    def __init__(self, job: Job, sends: list[Callable[[Any], None]], owner: list[int]) -> None:
+        self.job, self.sends, self.owner = job, sends, owner
         self.batches: list[list[Entry]] = [[] for _ in sends]
         self.stats: PublishStats | None = None
         self.error: BaseException | None = None
@@ -324,9 +322,7 @@ async def _states(conn: Connection, control_: Connection, job: Job) -> PublishSt
             states.take(msg[1])
 
     try:
-        feed = _Feed(job, [take])
-        feed.owner = [0] * job.partitions
-        stats = await feed.publish()
+        stats = await _Feed(job, [take], [0] * job.partitions).publish()
         states.finish()
         return stats
     finally:
@@ -543,6 +539,7 @@ def replay_direct(
     feeds = [ctx.Pipe(duplex=False) for _ in range(n)]  # state process k -> the insert process
     controls = [ctx.Pipe(duplex=False) for _ in range(n + 1)]  # each process -> this one
     ends: list[Any] = [end for pair in inputs + feeds + controls for end in pair]
+    owned = [tuple(range(k, settings.partitions, n)) for k in range(n)]  # state process k's partitions
     me = os.getpid()
     inserter = ctx.Process(
         target=insert_main, args=(me, [r for r, _ in feeds], controls[n][1], settings, society), name="insert"
@@ -555,13 +552,14 @@ def replay_direct(
                 inputs[k][0],
                 feeds[k][1],
                 controls[k][1],
-                replace(job, owned=tuple(range(k, settings.partitions, n))),
+                replace(job, owned=owned[k]),
             ),
             name=f"state-{k}",
         )
         for k in range(n)
     ]
-    feed = _Feed(job, [w.send for _, w in inputs])
+    owner = [k for q in range(settings.partitions) for k in range(n) if q in owned[k]]
+    feed = _Feed(job, [w.send for _, w in inputs], owner)
     try:
         inserter.start()
         # the store first: a store held by a running stack fails here, before the events are read
