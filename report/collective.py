@@ -24,15 +24,24 @@ newest day's top k is shown only as a labelled variant (its overlap with the who
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import kendalltau
 
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
 from molt_society.report.source import Warehouse, quoted
-from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+from molt_society.streams.pagerank import (
+    jaccard,
+    pagerank,
+    pagerank_indexed,
+    super_nodes,
+    top_k_set,
+    top_k_share,
+)
 from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 
 DAY_US = 86_400_000_000
@@ -160,27 +169,29 @@ def null_trend_items(wh: Warehouse, society: str, shuffles: int = NULL_SHUFFLES,
         f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {DAY_US}) AS d, src, dst "
         f"FROM interaction_edges WHERE society = {quoted(society)} ORDER BY d, occurred_at, src, dst"
     ).rows
-    days: dict[int, list[str]] = defaultdict(list)
-    agents: dict[int, set[str]] = defaultdict(set)
+    # agents as their rank among all names: sorting the ids sorts the names, so each day's pool, the draws
+    # and PageRank's node order are those of the named graph
+    names = {name: i for i, name in enumerate(sorted({str(a) for _d, src, dst in rows for a in (src, dst)}))}
+    days: dict[int, list[int]] = defaultdict(list)
+    agents: dict[int, set[int]] = defaultdict(set)
     for d, src, dst in rows:
-        days[int(d)].append(str(src))
-        agents[int(d)] |= {str(src), str(dst)}
+        days[int(d)].append(names[str(src)])
+        agents[int(d)] |= {names[str(src)], names[str(dst)]}
     label = (
         f"null ({shuffles} societies, each day's comments re-addressed uniformly): daily top-1 share trend"
     )
     order = sorted(days)
     if len(order) < 3:
         return [missing(NULL_KEY, label, "needs at least 3 days with interactions")]
-    pools = {d: sorted(agents[d]) for d in order}
+    pools = {d: np.asarray(sorted(agents[d]), dtype=np.int64) for d in order}
+    sources = {d: np.asarray(days[d], dtype=np.int64) for d in order}
     rng = np.random.default_rng(seed)
     taus: list[float] = []
     for _ in range(shuffles):
         shares = []
         for d in order:
-            pool = pools[d]
-            targets = rng.integers(0, len(pool), len(days[d]))
-            pr = pagerank([(src, pool[t], 1.0) for src, t in zip(days[d], targets, strict=True)])
-            shares.append(top_k_share(pr, 1) if pr else 0.0)
+            targets = rng.integers(0, len(pools[d]), len(sources[d]))
+            shares.append(_top1_share(sources[d], pools[d][targets]))
         if len(set(shares)) > 1:
             taus.append(float(kendalltau(order, shares)[0]))
     if not taus:
@@ -190,6 +201,19 @@ def null_trend_items(wh: Warehouse, society: str, shuffles: int = NULL_SHUFFLES,
         Scalar(f"{NULL_KEY}_ci_low", label + ": 2.5%", float(np.percentile(taus, 2.5))),
         Scalar(f"{NULL_KEY}_ci_high", label + ": 97.5%", float(np.percentile(taus, 97.5))),
     ]
+
+
+def _top1_share(src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64]) -> float:
+    """``top_k_share(pagerank(edges), 1)`` of the unit-weight edges ``src -> dst`` (self-loops dropped),
+    on the nodes' ids: the same nodes in the same order as the named graph, so the same ranks."""
+    keep = src != dst
+    if not keep.any():
+        return 0.0
+    m = int(keep.sum())
+    nodes, inverse = np.unique(np.concatenate([src[keep], dst[keep]]), return_inverse=True)
+    x = pagerank_indexed(inverse[:m], inverse[m:], np.ones(m), int(nodes.size))
+    total = math.fsum(x.tolist())
+    return float(x.max()) / total if total else 0.0
 
 
 def trend_items(ranked: list[dict[str, float | int | None]]) -> list[Item]:

@@ -32,21 +32,12 @@ import numpy.typing as npt
 from molt_society.report.common import missing, records
 from molt_society.report.model import Item, Scalar, Table
 from molt_society.report.published import PUBLISHED
+from molt_society.report.resample import gini, share_zero
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
 
 Histogram = list[tuple[int, int]]  # (value, how many)
 FloatArray = npt.NDArray[np.float64]
-
-
-def gini(values: npt.ArrayLike) -> float:
-    """``gini_coefficient`` of ln9527/moltbook-research ``analysis/descriptive_stats.py``."""
-    x = np.sort(np.asarray(values, dtype=float))
-    n, total = len(x), float(x.sum())
-    if n == 0 or total == 0:
-        return 0.0
-    i = np.arange(1, n + 1, dtype=float)
-    return float(np.sum((2 * i - n - 1) * x) / (n * total))
 
 
 def _expand(hist: Histogram) -> npt.NDArray[np.float64]:
@@ -165,14 +156,10 @@ def items(wh: Warehouse, society: str) -> list[Item]:
     return out + _cis(c, _expand(post_up), cu, pa)
 
 
-def _share_zero(x: FloatArray) -> float:
-    return float(np.mean(x == 0))
-
-
 def _cis(counts: FloatArray, post_up: FloatArray, comment_up: FloatArray, authors: FloatArray) -> list[Item]:
     """Bootstrap 95% CIs (posts, comments or authors resampled) of every value above."""
     readings: list[tuple[str, str, FloatArray, Callable[[FloatArray], float]]] = [
-        ("reference.share_posts_without_comment", "share of posts without a comment", counts, _share_zero),
+        ("reference.share_posts_without_comment", "share of posts without a comment", counts, share_zero),
         ("reference.mean_comment_count", "mean platform comment count", counts, np.mean),
         ("reference.post_upvotes_gini", "Gini of upvotes per post", post_up, gini),
         ("reference.comment_upvotes_gini", "Gini of upvotes per comment", comment_up, gini),

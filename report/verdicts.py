@@ -29,12 +29,14 @@ from typing import Literal
 
 import numpy as np
 
+from molt_society.report import resample
 from molt_society.report.model import ComparisonReading, Scalar
 
 Verdict = Literal["reproduced", "same direction", "differs", "not comparable"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "same direction", "differs", "not comparable")
 NOT_DISTINGUISHABLE = "not distinguishable from the null"
 Interval = tuple[float, float]
+COUNTS_FROM = 20_000  # units from which a repeating sample is bootstrapped as counts
 
 
 Reading = ComparisonReading  # the quantity under one definition: value, its 95% ci, why it is missing
@@ -158,10 +160,18 @@ def bootstrap_values(
     seed: int = 0,
 ) -> Interval | None:
     """Percentile 95% interval of ``statistic`` (a mean, a median, ...) over ``values`` resampled with
-    replacement (the units: posts, agents). None for fewer than 2 values."""
+    replacement (the units: posts, agents). None for fewer than 2 values. From ``COUNTS_FROM`` units on,
+    a statistic of ``resample.WEIGHTED`` over values that repeat is resampled as multinomial counts of the
+    distinct values (``resample.bootstrap_counts``: the same bootstrap, not n draws per replicate)."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.size < 2:
         return None
+    weighted = resample.WEIGHTED.get(statistic)
+    if weighted is not None and arr.size >= COUNTS_FROM:
+        distinct, counts = np.unique(arr, return_counts=True)
+        if distinct.size * 4 <= arr.size:  # the units repeat their values: resample the counts
+            drawn = resample.bootstrap_counts(distinct, counts, weighted, replicates, seed)
+            return (float(np.percentile(drawn, 2.5)), float(np.percentile(drawn, 97.5)))
     rng = np.random.default_rng(seed)
     chunk = max(1, 2_000_000 // arr.size)  # draws at once: at most ~16 MB of indices
     got: list[float] = []

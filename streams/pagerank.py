@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 
@@ -58,15 +59,28 @@ def pagerank(
         dst_names.append(dst)
         weights.append(w)
     nodes = sorted(set(src_names) | set(dst_names))
-    n = len(nodes)
-    if n == 0:
+    if not nodes:
         return {}
-
     index = {node: i for i, node in enumerate(nodes)}
     rows = np.fromiter((index[s] for s in src_names), dtype=np.int64, count=len(src_names))
     cols = np.fromiter((index[d] for d in dst_names), dtype=np.int64, count=len(dst_names))
+    x = pagerank_indexed(rows, cols, np.asarray(weights, dtype=np.float64), len(nodes), alpha, tol, max_iter)
+    return dict(zip(nodes, x.tolist(), strict=True))
+
+
+def pagerank_indexed(
+    src: npt.NDArray[np.int64],
+    dst: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    n: int,
+    alpha: float = 0.85,
+    tol: float = 1e-10,
+    max_iter: int = 200,
+) -> npt.NDArray[np.float64]:
+    """``pagerank`` of the graph on nodes ``0 .. n-1`` with edges ``src[i] -> dst[i]`` of ``weights[i]``
+    (no self-loops; every node in an edge), as an array: the core that ``pagerank`` runs after naming."""
     # CSR construction sums parallel edges.
-    adj = sp.csr_array((np.asarray(weights, dtype=np.float64), (rows, cols)), shape=(n, n))
+    adj = sp.csr_array((weights, (src, dst)), shape=(n, n))
     out_weight = np.asarray(adj.sum(axis=1), dtype=np.float64).ravel()
     dangling = out_weight == 0.0
     inv_out = np.zeros(n)
@@ -80,7 +94,7 @@ def pagerank(
         last = x
         x = alpha * (trans @ last + last[dangling].sum() * teleport) + (1.0 - alpha) * teleport
         if np.abs(x - last).sum() < n * tol:
-            return dict(zip(nodes, x.tolist(), strict=True))
+            return np.asarray(x, dtype=np.float64)
     raise RuntimeError(f"PageRank power iteration did not converge in {max_iter} iterations")
 
 

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.stats import kendalltau
 from stored_events import open_chdb, store_events
 
 from molt_society.report import collective
@@ -20,6 +22,7 @@ from molt_society.report.source import ClientWarehouse
 from molt_society.report.verdicts import NOT_DISTINGUISHABLE
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
+from molt_society.streams.pagerank import pagerank, top_k_share
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 GROWS, DISPERSES = "grows", "disperses"
@@ -98,3 +101,43 @@ def test_the_null_is_seeded(wh: ClientWarehouse) -> None:
     a = collective.null_trend_items(wh, DISPERSES, shuffles=5, seed=3)
     b = collective.null_trend_items(wh, DISPERSES, shuffles=5, seed=3)
     assert [i.value for i in a if isinstance(i, Scalar)] == [i.value for i in b if isinstance(i, Scalar)]
+
+
+def _named_null(wh: ClientWarehouse, society: str, shuffles: int, seed: int) -> list[float]:
+    """The null's Kendall taus computed on agents' names with ``streams.pagerank`` (the reading
+    ``null_trend_items`` runs on integer ids): the same draws, pools sorted by name."""
+    rows = wh.query(
+        f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {collective.DAY_US}) AS d, src, dst "
+        f"FROM interaction_edges WHERE society = '{society}' ORDER BY d, occurred_at, src, dst"
+    ).rows
+    days: dict[int, list[str]] = {}
+    agents: dict[int, set[str]] = {}
+    for d, src, dst in rows:
+        days.setdefault(int(d), []).append(str(src))
+        agents.setdefault(int(d), set()).update({str(src), str(dst)})
+    order = sorted(days)
+    rng = np.random.default_rng(seed)
+    taus = []
+    for _ in range(shuffles):
+        shares = []
+        for d in order:
+            pool = sorted(agents[d])
+            targets = rng.integers(0, len(pool), len(days[d]))
+            pr = pagerank([(s, pool[t], 1.0) for s, t in zip(days[d], targets, strict=True)])
+            shares.append(top_k_share(pr, 1) if pr else 0.0)
+        if len(set(shares)) > 1:
+            taus.append(float(kendalltau(order, shares)[0]))
+    return taus
+
+
+@pytest.mark.parametrize("society", [GROWS, DISPERSES])
+def test_the_null_on_ids_equals_the_null_on_names(wh: ClientWarehouse, society: str) -> None:
+    taus = _named_null(wh, society, shuffles=12, seed=5)
+    got = {
+        i.key: i.value
+        for i in collective.null_trend_items(wh, society, shuffles=12, seed=5)
+        if isinstance(i, Scalar)
+    }
+    assert got[collective.NULL_KEY] == float(np.median(taus))
+    assert got[f"{collective.NULL_KEY}_ci_low"] == float(np.percentile(taus, 2.5))
+    assert got[f"{collective.NULL_KEY}_ci_high"] == float(np.percentile(taus, 97.5))

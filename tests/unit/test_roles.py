@@ -203,3 +203,33 @@ def test_clustering_with_repeated_rows_matches_scikit_learn_on_them() -> None:
     assert got.k == 4
     assert np.bincount(got.labels).max() == 300
     assert got.silhouette == pytest.approx(silhouette_score(z, got.labels), rel=1e-8)
+
+
+def test_above_the_fit_sample_centres_come_from_a_sample_and_every_agent_gets_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four well separated blobs of 2,000 agents, fitted on 300 of them: the partition is the blobs, every
+    agent is labelled, and the report says the centres came from a sample."""
+    rng = np.random.default_rng(9)
+    sizes = (1_100, 500, 250, 150)
+    z = np.vstack(
+        [rng.normal(loc, 0.2, size=(m, 5)) for loc, m in zip((0.0, 5.0, -5.0, 10.0), sizes, strict=True)]
+    )
+    full = roles.cluster(z, n_init=5)
+    monkeypatch.setattr(roles, "FIT_SAMPLE", 300)
+    got = roles.cluster(z, n_init=5)
+    assert full is not None
+    assert got is not None
+    assert (full.fitted_on, got.fitted_on) == (2_000, 300)
+    assert got.k == full.k == 4
+    assert got.labels.shape == (2_000,)
+    assert sorted(np.bincount(got.labels).tolist()) == sorted(sizes)
+    feats = roles.AgentFeatures([f"a{i:04d}" for i in range(2_000)], z, 2_000)
+    items = {i.key: i for i in roles._population_items(feats, got, None, "roles", "")}
+    fitted = items["roles.fitted_on"]
+    assert isinstance(fitted, Scalar)
+    assert fitted.value == 300
+    assert "a random sample of 300 of 2,000" in fitted.label
+    whole = {i.key: i for i in roles._population_items(feats, full, None, "roles", "")}["roles.fitted_on"]
+    assert isinstance(whole, Scalar)
+    assert "all of them" in whole.label
