@@ -51,8 +51,8 @@ distinct ones (``cluster``); above ``SILHOUETTE_SAMPLE`` distinct points the sil
 seeded sample of that many rows (the public code computes it on all rows, O(n^2)); above ``FIT_SAMPLE``
 agents (a society of some 10 million events) the centres are fitted on a seeded random sample of that many
 agents and every agent is then assigned to its nearest centre (``KMeans.predict``), which the report says
-beside each clustering (``*.fitted_on``): 100 initialisations of six k on every one of 750,000 agents would
-take most of an hour. The
+beside each clustering (``*.fitted_on``): 100 initialisations of each of six k on every agent would grow
+with the society (750,000 agents at 17M events). The
 public code names no cluster "peripheral"; the paper's peripheral cluster is the largest one, and so is
 ours.
 """
@@ -358,12 +358,18 @@ def items(wh: Warehouse, society: str) -> list[Item]:
 
 def _public_items(wh: Warehouse, society: str, study: AgentFeatures) -> tuple[list[Item], list[Series]]:
     """The public-code variant's scalars and cluster table, and its silhouette-by-k series."""
-    public, why_public, columns = _public_code_clustering(wh, society, study)
-    items = _population_items(study, public, why_public, PUBLIC, PUBLIC_LABEL)
+    public, why_public, columns, population = _public_code_clustering(wh, society, study)
+    label = PUBLIC_LABEL
+    if len(population.agents) < len(study.agents):
+        label += (
+            f"on a random sample of {len(population.agents):,} of {len(study.agents):,} active agents (the "
+            "first by a hash of the id): "
+        )
+    items = _population_items(population, public, why_public, PUBLIC, label)
     items.append(
         Scalar(
             f"{PUBLIC}.columns",
-            PUBLIC_LABEL + "feature columns clustered (after dropping constant ones; PCA to "
+            label + "feature columns clustered (after dropping constant ones; PCA to "
             f"{roles_public.PCA_COMPONENTS} components above that many): " + ", ".join(columns),
             len(columns),
         )
@@ -381,20 +387,47 @@ def _silhouette_series(name: str, best: Clustering | None) -> list[Series]:
 
 def _public_code_clustering(
     wh: Warehouse, society: str, study: AgentFeatures
-) -> tuple[Clustering | None, str | None, list[str]]:
-    """The study population clustered on the public code's full feature set (``report.roles_public``)."""
+) -> tuple[Clustering | None, str | None, list[str], AgentFeatures]:
+    """The study population clustered on the public code's full feature set (``report.roles_public``);
+    above ``FIT_SAMPLE`` agents, the first ``FIT_SAMPLE`` of them by ``cityHash64`` of the id (a fixed
+    pseudo-random order, as ``report.sample``): their behaviour columns, VADER on their texts above all,
+    are what would otherwise grow with the society. Returns the population clustered too."""
     if not study.agents:
-        return None, "no active agents: nobody wrote a post or a comment", []
+        return None, "no active agents: nobody wrote a post or a comment", [], study
+    population, cut = _public_population(wh, society, study)
     src = text_source(wh, society)
-    behaviour = roles_public.features(wh, society, study.agents, study.matrix, with_content=not src.synthetic)
+    behaviour = roles_public.features(
+        wh,
+        society,
+        population.agents,
+        population.matrix,
+        with_content=not src.synthetic,
+        hash_cut=cut,
+    )
     z, kept = roles_public.reduced(behaviour)
     best = cluster(z)
     why = (
         None if best is not None else f"k-means needs at least {K_RANGE[0] + 1} agents with distinct features"
     )
     if not src.synthetic:
-        return best, why, kept
-    return best, why, [*kept, "(content columns left out: the society's texts are synthetic)"]
+        return best, why, kept, population
+    return best, why, [*kept, "(content columns left out: the society's texts are synthetic)"], population
+
+
+def _public_population(wh: Warehouse, society: str, study: AgentFeatures) -> tuple[AgentFeatures, int | None]:
+    """``study`` itself up to ``FIT_SAMPLE`` agents; else its agents among the first ``FIT_SAMPLE`` active
+    agents by ``cityHash64(actor)``, and that hash's cut."""
+    if len(study.agents) <= FIT_SAMPLE:
+        return study, None
+    rows = wh.query(
+        "SELECT actor, cityHash64(actor) AS h FROM (SELECT DISTINCT actor FROM events FINAL "
+        f"WHERE society = {quoted(society)} AND type IN ('post_created', 'comment_created') AND actor != '') "
+        f"ORDER BY h, actor LIMIT {FIT_SAMPLE}"
+    ).rows
+    chosen = {str(a) for a, _h in rows}
+    keep = [i for i, a in enumerate(study.agents) if a in chosen]
+    sample = AgentFeatures([study.agents[i] for i in keep], study.matrix[keep], study.betweenness_sources)
+    return sample, max((int(h) for _a, h in rows), default=0)
 
 
 def _best_clustering(feats: AgentFeatures, n_active: int) -> tuple[Clustering | None, str | None]:

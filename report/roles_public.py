@@ -26,7 +26,10 @@ agent (a hash sample of its posts and comments, each cut to ``SENTIMENT_CHARS`` 
 every text of a large society would dominate the report's time; words are split on ClickHouse's
 whitespace (``splitByWhitespace``: ASCII whitespace) where Python's ``str.split`` splits on any Unicode
 whitespace. On a society whose texts are synthetic the four content columns describe the word model,
-and the variant is computed without them (the report says so).
+and the variant is computed without them (the report says so). Above ``report.roles.FIT_SAMPLE`` active
+agents the variant is computed on that many of them, the first by ``cityHash64`` of the id (a fixed
+pseudo-random order; ``features(hash_cut=...)``), said in its labels: its columns, VADER on every agent's
+texts above all, would otherwise grow with the society.
 """
 
 from __future__ import annotations
@@ -83,10 +86,18 @@ class Behaviour:
 
 
 def features(
-    wh: Warehouse, society: str, agents: list[str], network: FloatArray, *, with_content: bool = True
+    wh: Warehouse,
+    society: str,
+    agents: list[str],
+    network: FloatArray,
+    *,
+    with_content: bool = True,
+    hash_cut: int | None = None,
 ) -> Behaviour:
     """Every column of ``COLUMNS`` for ``agents`` (``network``: their five network features, same order);
-    without the content columns when ``with_content`` is False."""
+    without the content columns when ``with_content`` is False. ``hash_cut``: only agents with
+    ``cityHash64(actor) <= hash_cut`` are read (``agents`` must be among them)."""
+    where = _agents_up_to(hash_cut)
     index = {a: i for i, a in enumerate(agents)}
     m = np.zeros((len(agents), len(COLUMNS)), dtype=np.float64)
     col = {c: j for j, c in enumerate(COLUMNS)}
@@ -102,7 +113,7 @@ def features(
         f"uniqExactArray(splitByWhitespace(lowerUTF8({_TEXT}))), "
         f"sum(arrayCount(w -> has({keywords}, w), splitByWhitespace(lowerUTF8({_TEXT})))) "
         f"FROM events FINAL WHERE society = {quoted(society)} "
-        "AND type IN ('post_created', 'comment_created') AND actor != '' GROUP BY actor"
+        f"AND type IN ('post_created', 'comment_created') AND actor != '' AND {where} GROUP BY actor"
     )
     for actor, posts, comments, micros, submolts, texts, chars, words, distinct, technical in res.rows:
         i = index.get(str(actor))
@@ -125,7 +136,7 @@ def features(
             row[col["vocabulary_diversity"]] = distinct / words if words else 0.0
             row[col["technical_density"]] = technical / words if words else 0.0
     if with_content:
-        for actor, score in sentiment(wh, society).items():
+        for actor, score in sentiment(wh, society, hash_cut).items():
             if (i := index.get(actor)) is not None:
                 m[i, col["avg_sentiment"]] = score
     columns = COLUMNS if with_content else tuple(c for c in COLUMNS if c not in CONTENT)
@@ -158,15 +169,22 @@ def rhythm(ts: FloatArray) -> tuple[float, float]:
     return auto, float(np.std(gaps)) / mean if mean > 0 else 0.0
 
 
-def sentiment(wh: Warehouse, society: str) -> dict[str, float]:
-    """Mean VADER compound score of each agent's texts (a hash sample, see the module docstring)."""
+def _agents_up_to(hash_cut: int | None) -> str:
+    """The SQL condition keeping agents whose ``cityHash64(actor)`` is at most ``hash_cut`` (all: None)."""
+    return "1" if hash_cut is None else f"cityHash64(actor) <= {int(hash_cut)}"
+
+
+def sentiment(wh: Warehouse, society: str, hash_cut: int | None = None) -> dict[str, float]:
+    """Mean VADER compound score of each agent's texts (a hash sample, see the module docstring), of the
+    agents up to ``hash_cut`` (``features``)."""
+    where = _agents_up_to(hash_cut)
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
     analyzer = SentimentIntensityAnalyzer()
     res = wh.query(
         f"SELECT actor, substring(title, 1, {SENTIMENT_CHARS}), substring(content, 1, {SENTIMENT_CHARS}) "
         f"FROM events FINAL WHERE society = {quoted(society)} "
-        "AND type IN ('post_created', 'comment_created') AND actor != '' "
+        f"AND type IN ('post_created', 'comment_created') AND actor != '' AND {where} "
         f"ORDER BY actor, cityHash64(event_id) LIMIT {SENTIMENT_TEXTS} BY actor"
     )
     scores: dict[str, list[float]] = {}

@@ -226,3 +226,28 @@ def test_the_roles_section_shows_the_public_code_variant(stored: tuple[ClientWar
     assert 0 < float(items["roles.variant_public_code.peripheral_share"].value or 0) <= 1
     assert items["roles.variant_public_code.columns"].value == varying  # hours nobody wrote in are constant
     assert varying < 42
+
+
+def test_above_the_fit_sample_the_variant_reads_the_first_agents_by_hash(
+    stored: tuple[ClientWarehouse, list[Event]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With FIT_SAMPLE = 3 the variant's population is the 3 active agents first by cityHash64 of the id,
+    and their columns read through the hash cut equal their rows of the whole population's columns."""
+    wh, events = stored
+    agents = sorted({e.actor for e in events})
+    monkeypatch.setattr(roles, "FIT_SAMPLE", 3)
+    study = roles.AgentFeatures(agents, np.arange(len(agents) * 5, dtype=np.float64).reshape(-1, 5), 0)
+    population, cut = roles._public_population(wh, SOC, study)
+    hashes = {a: int(wh.query(f"SELECT cityHash64('{a}')").rows[0][0]) for a in agents}  # the test's names
+    want = sorted(agents, key=lambda a: (hashes[a], a))[:3]
+    assert population.agents == sorted(want)
+    assert cut == max(hashes[a] for a in want)
+    rows = [agents.index(a) for a in population.agents]
+    np.testing.assert_array_equal(population.matrix, study.matrix[rows])
+    got = roles_public.features(wh, SOC, population.agents, population.matrix, hash_cut=cut)
+    whole = roles_public.features(wh, SOC, agents, study.matrix)
+    np.testing.assert_allclose(got.matrix, whole.matrix[rows], rtol=1e-12)
+    small = roles.AgentFeatures(agents[:3], study.matrix[:3], 0)
+    same, no_cut = roles._public_population(wh, SOC, small)
+    assert same is small
+    assert no_cut is None
