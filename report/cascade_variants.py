@@ -53,9 +53,12 @@ NULL_DRAWS = 30  # rewirings for the network-following null (p resolution 1/31; 
 NULL_SEED = 20260315
 
 
-def public_code_sizes(wh: Warehouse, society: str) -> dict[int, int]:
-    """Histogram ``{size: cascades}`` of the public code's cascades (memes, skills, behaviours)."""
+def public_code_sizes(wh: Warehouse, society: str, share: int = 1_000_000) -> dict[int, int]:
+    """Histogram ``{size: cascades}`` of the public code's cascades (memes, skills, behaviours); the memes
+    of the n-grams with ``cityHash64(n-gram) % 1000000 < share`` (all at 1,000,000; see
+    ``cascades.meme_share``)."""
     q = quoted(society)
+    keep = "" if share >= 1_000_000 else f" WHERE cityHash64(item) % 1000000 < {int(share)}"
     texts = (
         "SELECT actor, occurred_at, content FROM events FINAL "
         f"WHERE society = {q} AND type IN ('post_created', 'comment_created') AND content != ''"
@@ -65,7 +68,7 @@ def public_code_sizes(wh: Warehouse, society: str) -> dict[int, int]:
         "i -> arrayStringConcat(arraySlice(words, i, n), ' '), "
         "range(1, toUInt32(greatest(length(words) - n + 2, 1)))), [2, 3, 4, 5])))) AS item "
         "FROM (SELECT actor, occurred_at, extractAll(lowerUTF8(content), '[\\\\p{L}\\\\p{N}_]+') AS words "
-        f"FROM ({texts}))"
+        f"FROM ({texts})){keep}"
     )
     code = (
         "SELECT actor, occurred_at, arrayJoin(arrayDistinct("
@@ -122,8 +125,9 @@ def _reading(key: str, label: str, histogram: dict[int, int], estimator: str, se
     ]
 
 
-def items(wh: Warehouse, society: str, ours: dict[int, int]) -> list[Item]:
-    """Bootstrap CIs of our alpha, and alpha under the public code's estimator and cascades."""
+def items(wh: Warehouse, society: str, ours: dict[int, int], share: int = 1_000_000) -> list[Item]:
+    """Bootstrap CIs of our alpha, and alpha under the public code's estimator and cascades (memes of the
+    n-grams kept ``share`` per million, as ours)."""
     out: list[Item] = []
     fit = clauset_alpha(ours) if ours else None
     ci = bootstrap(ours, clauset_alpha, replicates=REPLICATES, seed=1) if fit else None
@@ -139,8 +143,10 @@ def items(wh: Warehouse, society: str, ours: dict[int, int]) -> list[Item]:
         "hill",
         2,
     )
-    public = public_code_sizes(wh, society)
+    public = public_code_sizes(wh, society, share)
     label = "variant: the public code's cascades (2-5-grams of bodies, inline code, >= 5 adopters)"
+    if share < 1_000_000:
+        label += f" [memes: of a hash sample of {share / 1e4:.2f}% of the n-grams]"
     out.append(Scalar(f"{PUBLIC}.count", f"{label}: cascades", sum(public.values()), unit="cascades"))
     out += _reading(
         f"{PUBLIC}.alpha_hill", f"{label}, its estimator (Hill, x_min = smallest)", public, "hill", 3

@@ -24,8 +24,11 @@ does not give it.
 Above ``MAX_ADOPTIONS`` adoptions, the saturation models run on a deterministic hash sample of whole
 cascades (``cityHash64(kind, item)``; the report says how many cascades were used), and above
 ``MAX_EXPOSURES`` exposures (adoptions times the adopter's out-degree) on the first whole cascades in the
-order of that hash that fit (``cap_exposures``); the cascade counts and the power law always use every
-cascade.
+order of that hash that fit (``cap_exposures``); the cascade counts and the power law use every cascade
+found. Above ``MEME_TEXTS`` posts and comments the meme cascades are found among a hash sample of the
+n-grams (``meme_share``, view ``cascade_adoptions_sample``): each kept n-gram's cascade is whole, the
+sizes are a random sample of the meme cascades' sizes (the power law's estimate unbiased, its interval
+wider), and the meme count is the sample's (the report gives the share beside it).
 """
 
 from __future__ import annotations
@@ -62,12 +65,36 @@ FloatArray = npt.NDArray[np.float64]
 KINDS = ("meme", "skill", "behaviour")
 MAX_ADOPTIONS = 1_000_000
 MAX_EXPOSURES = 10_000_000
+MEME_TEXTS = 1_000_000  # above this many posts and comments, meme cascades come from a hash sample of n-grams
+PER_MILLION = 1_000_000
 
 
-def cascade_sizes(wh: Warehouse, society: str) -> dict[str, dict[int, int]]:
-    """Per kind, the histogram ``{size: number of cascades}``."""
+def meme_share(wh: Warehouse, society: str) -> int:
+    """How many of every million meme n-grams the cascades are read from: all up to ``MEME_TEXTS`` posts
+    and comments, else about ``MEME_TEXTS`` texts' worth (``cascade_adoptions_sample``: a hash sample of
+    whole n-gram items, each kept cascade complete). Grouping every (n-gram, agent) pair of a 17M-event
+    archive needed more than the report's 8 GiB per query."""
+    texts = int(
+        wh.query(
+            f"SELECT count() FROM events FINAL WHERE society = {quoted(society)} "
+            "AND type IN ('post_created', 'comment_created')"
+        ).rows[0][0]
+    )
+    return PER_MILLION if texts <= MEME_TEXTS else max(1, PER_MILLION * MEME_TEXTS // texts)
+
+
+def adoptions_source(share: int) -> str:
+    """The adoptions with meme n-grams kept ``share`` per million (a number of the code's, not input)."""
+    return f"cascade_adoptions_sample(meme_share = {int(share)})"
+
+
+def cascade_sizes(wh: Warehouse, society: str, share: int = PER_MILLION) -> dict[str, dict[int, int]]:
+    """Per kind, the histogram ``{size: number of cascades}`` (memes: of the n-grams kept ``share`` per
+    million)."""
     res = wh.query(
-        f"SELECT kind, size, count() FROM cascades WHERE society = {quoted(society)} GROUP BY kind, size"
+        "SELECT kind, size, count() FROM (SELECT kind, item, count() AS size "
+        f"FROM {adoptions_source(share)} WHERE society = {quoted(society)} GROUP BY kind, item) "
+        "GROUP BY kind, size"
     )
     out: dict[str, dict[int, int]] = defaultdict(dict)
     for kind, size, n in res.rows:
@@ -75,7 +102,7 @@ def cascade_sizes(wh: Warehouse, society: str) -> dict[str, dict[int, int]]:
     return dict(out)
 
 
-def diffusion(wh: Warehouse, society: str, adoptions: int) -> tuple[Diffusion, int]:
+def diffusion(wh: Warehouse, society: str, adoptions: int, share: int = PER_MILLION) -> tuple[Diffusion, int]:
     """The adoptions (a hash sample of whole cascades above ``MAX_ADOPTIONS``) and the interaction graph.
 
     ``adoptions`` is the society's total (from the cascade sizes); returns the data and the number of
@@ -87,7 +114,8 @@ def diffusion(wh: Warehouse, society: str, adoptions: int) -> tuple[Diffusion, i
         where += f" AND cityHash64(kind, item) % 1000000 < {keep}"
     # a fixed row order (ORDER BY): the seeded shuffles of the permutation null then repeat exactly
     rows = wh.query(
-        f"SELECT cityHash64(kind, item), actor, toUnixTimestamp64Micro(adopted_at) FROM cascade_adoptions "
+        "SELECT cityHash64(kind, item), actor, toUnixTimestamp64Micro(adopted_at) "
+        f"FROM {adoptions_source(share)} "
         f"WHERE {where} ORDER BY cityHash64(kind, item), actor, adopted_at"
     ).rows
     edges = wh.query(
@@ -145,29 +173,44 @@ def cap_exposures(d: Diffusion, cascade_ids: npt.NDArray[np.uint64]) -> tuple[Di
 
 def items(wh: Warehouse, society: str) -> list[Item]:
     """Cascade counts, the power-law fit and CCDF, the saturation models and their permutation nulls."""
-    sizes = cascade_sizes(wh, society)
+    share = meme_share(wh, society)
+    sizes = cascade_sizes(wh, society, share)
     total_hist: dict[int, int] = defaultdict(int)
     for hist in sizes.values():
         for s, n in hist.items():
             total_hist[s] += n
     n_cascades = sum(total_hist.values())
+    memes = "" if share >= PER_MILLION else f" [memes: of a hash sample of {share / 1e4:.2f}% of the n-grams]"
     out: list[Item] = [
         Scalar(
             "cascades.count",
-            "Cascades (all kinds; the paper gives no count to compare)",
+            "Cascades (all kinds; the paper gives no count to compare)" + memes,
             n_cascades,
             unit="cascades",
         )
     ]
     out += [
-        Scalar(f"cascades.count_{k}", f"Cascades: {k}", sum(sizes.get(k, {}).values()), unit="cascades")
+        Scalar(
+            f"cascades.count_{k}",
+            f"Cascades: {k}" + (memes if k == "meme" else ""),
+            sum(sizes.get(k, {}).values()),
+            unit="cascades",
+        )
         for k in KINDS
     ]
+    out.append(
+        Scalar(
+            "cascades.meme_share",
+            "Meme n-grams the cascades are read from, per million (a hash sample of whole n-gram items "
+            f"above {MEME_TEXTS:,} posts and comments; {PER_MILLION:,}: all)",
+            share,
+        )
+    )
     out += _power_law_items(sizes, dict(total_hist))
-    out += cascade_variants.items(wh, society, dict(total_hist))
+    out += cascade_variants.items(wh, society, dict(total_hist), share)
 
     adoptions = sum(s * n for s, n in total_hist.items())
-    d, used = diffusion(wh, society, adoptions)
+    d, used = diffusion(wh, society, adoptions, share)
     indexed = structure(d)
     sat = analyse(d, indexed=indexed)
     sampled = used < n_cascades

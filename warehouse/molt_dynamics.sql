@@ -20,7 +20,11 @@
 --   line in a code block counts too),
 --   emoji: a character in U+1F000-U+1FAFF or U+2600-U+27BF (pictographs, dingbats, symbols),
 --   link: a markdown link [text](target) or a bare http(s):// URL.
-CREATE OR REPLACE VIEW cascade_adoptions AS
+-- cascade_adoptions_sample(meme_share = m): the same, but of the meme n-grams only those with
+-- cityHash64(n-gram) % 1000000 < m (a hash sample of whole meme items, m per million; m >= 1000000: all),
+-- filtered before the adoptions are grouped. The report reads it on a large society (report/cascades.py):
+-- every adoption of a kept n-gram is there, so each kept cascade is whole; cascade_adoptions is m = 1000000.
+CREATE OR REPLACE VIEW cascade_adoptions_sample AS
 WITH
     texts AS (
         SELECT society, actor, occurred_at, text
@@ -81,6 +85,7 @@ WITH
             arrayMap(i -> arraySlice(tokens, i, n), range(1, toUInt32(greatest(length(tokens) + 2, n + 1) - n))) AS words,
             arrayMap(i -> arraySum(arraySlice(stops, i, n)), range(1, toUInt32(greatest(length(tokens) + 2, n + 1) - n))) AS n_stop
         WHERE n_stop * 2 <= n AND lengthUTF8(arrayStringConcat(words, ' ')) >= 10
+            AND ({meme_share:UInt32} >= 1000000 OR cityHash64(arrayStringConcat(words, ' ')) % 1000000 < {meme_share:UInt32})
     ),
     skills AS (
         SELECT society, actor, occurred_at, 'skill' AS kind, lower(hex(MD5(block))) AS item
@@ -119,6 +124,9 @@ FROM
     HAVING length(adopters) >= if(kind = 'meme', 10, 5)
 )
 ARRAY JOIN adopters AS adopter;
+
+CREATE OR REPLACE VIEW cascade_adoptions AS
+SELECT society, kind, item, actor, adopted_at FROM cascade_adoptions_sample(meme_share = 1000000);
 
 -- cascades: one row per cascade: size = distinct adopters, seeded_at = first adoption, last_adopted_at.
 CREATE OR REPLACE VIEW cascades AS

@@ -734,3 +734,46 @@ def test_the_public_codes_cascades_match_its_algorithm(
     assert hi is not None
     assert lo <= hill_alpha(syn) <= hi  # type: ignore[operator]
     assert s["cascades.alpha_ci_low"].value is not None
+
+
+def test_a_meme_share_keeps_whole_cascades_of_the_hashed_n_grams(
+    stored: tuple[ClientWarehouse, dict[str, list[Event]]], monkeypatch: pytest.MonkeyPatch
+):
+    """cascade_adoptions_sample(meme_share = half): the meme cascades of the direct scan whose n-gram hashes
+    below half a million per million, each whole; skills and behaviours all. The report then says so."""
+    wh, events = stored
+    scan = cascade_scan(events[SYN])
+    memes = sorted(i for k, i in scan if k == "meme")
+    assert all(set(i) <= set("abcdefghijklmnopqrstuvwxyz0123456789 ") for i in memes)  # safe to quote
+    hashes = dict(
+        wh.query(
+            "SELECT x, cityHash64(x) FROM (SELECT arrayJoin(["
+            + ", ".join(f"'{i}'" for i in memes)
+            + "]) AS x)"
+        ).rows
+    )
+    half = 500_000
+    kept = {i for i in memes if int(hashes[i]) % 1_000_000 < half}
+    assert 0 < len(kept) < len(memes)
+    want: dict[str, dict[int, int]] = {}
+    for (kind, item), adopters in scan.items():
+        if kind != "meme" or item in kept:
+            hist = want.setdefault(kind, {})
+            hist[len(adopters)] = hist.get(len(adopters), 0) + 1
+    assert cascades.cascade_sizes(wh, SYN, half) == want
+    assert cascades.cascade_sizes(wh, SYN) == cascades.cascade_sizes(wh, SYN, cascades.PER_MILLION)
+    rows = wh.query(
+        f"SELECT kind, item, actor, adopted_at FROM {cascades.adoptions_source(half)} WHERE society = '{SYN}'"
+    ).rows
+    whole = wh.query(
+        f"SELECT kind, item, actor, adopted_at FROM cascade_adoptions WHERE society = '{SYN}'"
+    ).rows
+    assert sorted(rows) == sorted(r for r in whole if r[0] != "meme" or r[1] in kept)
+    texts = sum(1 for e in events[SYN] if isinstance(e, (PostCreated, CommentCreated)))
+    assert cascades.meme_share(wh, SYN) == cascades.PER_MILLION
+    monkeypatch.setattr(cascades, "MEME_TEXTS", texts // 4)
+    share = cascades.meme_share(wh, SYN)
+    assert share == 1_000_000 * (texts // 4) // texts
+    items = scalars(cascades.items(wh, SYN))
+    assert items["cascades.meme_share"].value == share
+    assert f"hash sample of {share / 1e4:.2f}%" in items["cascades.count_meme"].label
