@@ -24,7 +24,8 @@ ClickHouse's own:
 4. **The society's tables and nothing else, by its syntax tree.** A table named with a database must be
    in the session's database (or one of ``system``'s number generators); no identifier may start with
    another database's name (``x IN system.processes``); table functions are the generators of
-   ``TABLE_FUNCTIONS`` (``merge('system', ...)`` reads other databases); scalar functions that reach the
+   ``TABLE_FUNCTIONS`` (``merge('system', ...)`` reads other databases) or a parameterised view of the
+   society's schema by its bare name (``PARAMETERISED_VIEWS``); scalar functions that reach the
    file system, the host, the account or other tables (``OUTSIDE_FUNCTIONS``: ``file`` reads any file in
    ``clickhouse-local``, hence chDB, which skips its ``user_files_path`` check there) are refused; ``SHOW``
    is ``SHOW TABLES`` of the session's database (``DESCRIBE`` gives a table's columns).
@@ -101,6 +102,10 @@ TABLE_FUNCTIONS = frozenset(
 )  # fmt: skip
 """Table functions (lower case) a read may call: generators, and ``view`` (whose query is checked too)."""
 
+PARAMETERISED_VIEWS = frozenset({"cascade_adoptions_sample"})
+"""Parameterised views of the society's own schema (``molt_dynamics.sql``), called like table functions by
+their bare name, which resolves to the session's database: they read the society's tables only."""
+
 SYSTEM_GENERATORS = frozenset({"one", "numbers", "numbers_mt", "zeros", "zeros_mt"})
 """Tables of ``system`` a read may name: they hold no data of anybody's."""
 
@@ -119,7 +124,8 @@ class ReadLimits:
     max_threads: int = 1
     # rows per block: a result over max_result_bytes is caught within one block of the limit
     max_block_size: int = 8192
-    # above this many bytes a GROUP BY or ORDER BY goes on in temporary files on disk (0: never)
+    # above this many bytes a GROUP BY or ORDER BY goes on in temporary files on disk, and a JOIN's right
+    # side in buckets on disk (grace hash) (0: never)
     spill_bytes: int = 0
 
     def settings(self) -> dict[str, Any]:
@@ -135,6 +141,9 @@ class ReadLimits:
         if self.spill_bytes:
             out["max_bytes_before_external_group_by"] = self.spill_bytes
             out["max_bytes_before_external_sort"] = self.spill_bytes
+            # a JOIN's right side above this goes to disk in buckets (grace hash)
+            out["join_algorithm"] = "grace_hash,hash"  # hash where grace hash cannot (some join kinds)
+            out["max_bytes_in_join"] = self.spill_bytes
         return out
 
 
@@ -273,7 +282,7 @@ def check_reach(tree: list[str], single: str, database: str, others: frozenset[s
         if kind == "Function":
             in_table = i > 0 and tree[i - 1].strip().startswith("TableExpression")
             lower = name.lower()
-            if in_table and lower not in TABLE_FUNCTIONS:
+            if in_table and lower not in TABLE_FUNCTIONS and name not in PARAMETERISED_VIEWS:
                 raise Refused(f"table function {name}() reaches outside the society's tables")
             if not in_table and (lower in OUTSIDE_FUNCTIONS or lower.startswith("dict")):
                 raise Refused(f"function {name}() reaches outside the society's tables (files, host, user)")

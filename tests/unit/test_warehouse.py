@@ -100,8 +100,38 @@ def test_the_society_reader_can_still_use_what_it_needs(stored: str) -> None:
         assert reader.query("SHOW TABLES LIKE 'event%'").rows
         assert reader.query(f"SHOW CREATE TABLE {db}.events").rows
         assert reader.query("SELECT upper(dim) FROM metrics LIMIT 1").rows is not None
+        # the schema's parameterised view by its bare name; every adoption at share 1,000,000
+        whole = reader.query("SELECT count() FROM cascade_adoptions").rows
+        assert (
+            reader.query("SELECT count() FROM cascade_adoptions_sample(meme_share = 1000000)").rows == whole
+        )
+        with pytest.raises(Refused, match="table function"):
+            reader.query("SELECT count() FROM system.cascade_adoptions_sample(meme_share = 1)")
+        with pytest.raises(Refused, match="table function"):
+            reader.query("SELECT * FROM merge('system', 'processes')")
     finally:
         reader.close()
+
+
+def test_the_reports_limits_join_and_group_on_disk_beyond_their_memory(stored: str) -> None:
+    """With spill_bytes a JOIN whose right side outgrows it still answers (grace hash, on disk) and gives
+    what the unbounded session gives."""
+    sql = (
+        "SELECT count(), sum(a.number + b.n) FROM numbers(300000) AS a "
+        "INNER JOIN (SELECT number AS n, repeat('x', 200) AS pad FROM numbers(300000)) AS b ON a.number = b.n"
+    )
+    free = SessionReader(stored, limits=ReadLimits(max_execution_time=60, max_memory_usage=1 << 31))
+    tight = SessionReader(
+        stored,
+        limits=ReadLimits(max_execution_time=60, max_memory_usage=48 << 20, spill_bytes=8 << 20),
+    )
+    try:
+        want = free.query(sql).rows
+        assert want[0][0] == 300_000
+        assert tight.query(sql).rows == want
+    finally:
+        free.close()
+        tight.close()
 
 
 def test_reads_work_and_return_a_dataframe(stored: str, tmp_path: Path) -> None:
