@@ -127,25 +127,15 @@ def _totals(wh: Warehouse, q: str) -> tuple[int, int]:
 
 
 def _members(wh: Warehouse, q: str) -> list[Member]:
-    """Per shingle set, kind and actor: the texts and the earliest one (view ``clone_items``)."""
-    member_rows = records(
-        wh,
+    """Per shingle set, kind and actor: the texts and the earliest one (view ``clone_items``). Read as
+    tuples, not ``records``' dicts: one per set, kind and agent is every text of a large society."""
+    rows = wh.query(
         "SELECT set_hash, kind, actor, count() AS texts, "
         "argMin(item_id, (occurred_at, item_id)) AS first_id, "
         f"toString(min(occurred_at)) AS first_at FROM clone_items WHERE society = {q} "
-        "GROUP BY set_hash, kind, actor",
-    )
-    return [
-        (
-            int(r["set_hash"]),
-            str(r["kind"]),
-            str(r["actor"]),
-            int(r["texts"]),
-            str(r["first_id"]),
-            str(r["first_at"]),
-        )
-        for r in member_rows
-    ]
+        "GROUP BY set_hash, kind, actor"
+    ).rows
+    return [(int(h), str(k), str(a), int(n), str(i), str(t)) for h, k, a, n, i, t in rows]
 
 
 def _pairs(wh: Warehouse, q: str) -> list[tuple[int, int]]:
