@@ -46,7 +46,8 @@ term pass as saturation (tests/unit/test_saturation.py). This null keeps every a
 interaction graph with each agent's in- and out-degree kept: what activity explains stays, what the
 network's actual ties explain goes. Every draw re-indexes the exposures and refits the three models, so it
 runs on its own seeded sample of whole cascades (``REWIRED_ROWS``) with ``REWIRED_NULLS``
-draws, and compares with the statistics observed on that same sample.
+draws (fewer, at least ``MIN_REWIRED_NULLS``, on a graph of more than ``REWIRED_EDGE_DRAWS / REWIRED_NULLS``
+edges: each draw rewires the whole graph), and compares with the statistics observed on that same sample.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ MIN_ROWS = 10
 REWIRED_NULLS = 200
 """Draws of the rewired null (the graph rewired with degrees kept, ``rewired``), each re-indexed and
 refitted (seeded)."""
+REWIRED_EDGE_DRAWS = 100_000_000
+"""Graph edges x draws the rewired null may rewire: each draw permutes and sorts every edge of the whole
+graph, so above 500,000 edges it makes fewer draws, never under ``MIN_REWIRED_NULLS`` (the report's
+null table gives the draws and the p-value's resolution)."""
+MIN_REWIRED_NULLS = 50
 REWIRED_ROWS = 150_000
 """Counting-process rows of the rewired null's sample of whole cascades (as ``MAX_TV_ROWS``): each draw
 re-indexes the exposures and refits all three models, so the sample is smaller."""
@@ -683,7 +689,8 @@ def analyse(
         if isinstance(tv, CoxResult) and k < tv_perms:
             rt = tv_fit(intervals(tv_d, tv_s, shuffled_hours(tv_d, rng)), tv.log_hr)
             tv_vals.append(rt.log_hr if isinstance(rt, CoxResult) else math.nan)
-    act = rewired_null(*_bounded(d, s, rewired_rows, rng), rewired_draws, rng)
+    draws = min(rewired_draws, max(MIN_REWIRED_NULLS, REWIRED_EDGE_DRAWS // max(d.src.size, 1)))
+    act = rewired_null(*_bounded(d, s, rewired_rows, rng), draws, rng)
     expo, _ = published_rows(d, s, d.hours)
     seconds = time.perf_counter() - t0
     log.info(

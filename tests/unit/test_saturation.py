@@ -357,3 +357,20 @@ def test_rewiring_keeps_every_adoption_and_every_agents_degrees() -> None:
     assert np.abs(np.bincount(r.src, minlength=d.n_nodes) - out_before).sum() == dropped
     assert np.abs(np.bincount(r.dst, minlength=d.n_nodes) - in_before).sum() == dropped
     assert dropped < 0.05 * d.src.size
+
+
+def test_a_graph_beyond_the_edge_budget_gets_fewer_rewired_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """draws = edge budget // edges, between MIN_REWIRED_NULLS and the draws asked for; the null says it."""
+    from molt_society.report import saturation
+
+    d = contagion_diffusion(5)
+    edges = int(d.src.size)
+    monkeypatch.setattr(saturation, "MIN_REWIRED_NULLS", 7)
+    monkeypatch.setattr(saturation, "REWIRED_EDGE_DRAWS", edges * 12 + edges // 2)
+    assert analyse(d, permutations=3, seed=3, rewired_draws=40).rewired.draws == 12
+    assert analyse(d, permutations=3, seed=3, rewired_draws=9).rewired.draws == 9
+    monkeypatch.setattr(saturation, "REWIRED_EDGE_DRAWS", edges)
+    rw = analyse(d, permutations=3, seed=3, rewired_draws=40).rewired
+    assert rw.draws == 7
+    assert rw.tv is not None
+    assert rw.tv.permutations == 7
