@@ -125,6 +125,7 @@ FROM
 )
 ARRAY JOIN adopters AS adopter;
 
+-- cascade_adoptions: every adoption of every cascade, as defined above (every meme n-gram kept).
 CREATE OR REPLACE VIEW cascade_adoptions AS
 SELECT society, kind, item, actor, adopted_at FROM cascade_adoptions_sample(meme_share = 1000000);
 
