@@ -281,7 +281,8 @@ def test_schema_statements() -> None:
     diagnostics = [
         "model_calls", "agents", "subscriptions", "interaction_edges", "activity_daily",
         "lexical_turnover_daily", "texts", "embeddings",
-        "semantic_daily", "cascade_adoptions_sample", "cascade_adoptions", "cascades", "cascade_exposures", "cooperation_threads",
+        "semantic_daily", "cascade_adoptions_sample", "cascade_adoptions", "cascades", "cascade_exposures",
+        "cooperation_threads",
         "cooperation_events", "cooperation_baseline", "cooperation_md_events", "cooperation_single_agent",
         "superminds_posts",
         "superminds_depth_by_popularity", "rhythm_agents", "rhythm_platform", "clone_items", "clone_sets",
