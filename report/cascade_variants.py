@@ -51,14 +51,21 @@ HILL = "cascades.variant_hill"
 NETWORK = "cascades.variant_network"
 NULL_DRAWS = 30  # rewirings for the network-following null (p resolution 1/31; 2.4 s a draw on the crawl)
 NULL_SEED = 20260315
+PER_MILLION = 1_000_000
+"""A meme share (``cascades.meme_share``) keeping every n-gram."""
 
 
-def public_code_sizes(wh: Warehouse, society: str, share: int = 1_000_000) -> dict[int, int]:
+def meme_sample_label(share: int) -> str:
+    """What a label adds when the meme cascades come from a hash sample of ``share`` per million n-grams."""
+    return "" if share >= PER_MILLION else f" [memes: of a hash sample of {share / 1e4:.2f}% of the n-grams]"
+
+
+def public_code_sizes(wh: Warehouse, society: str, share: int = PER_MILLION) -> dict[int, int]:
     """Histogram ``{size: cascades}`` of the public code's cascades (memes, skills, behaviours); the memes
     of the n-grams with ``cityHash64(n-gram) % 1000000 < share`` (all at 1,000,000; see
     ``cascades.meme_share``)."""
     q = quoted(society)
-    keep = "" if share >= 1_000_000 else f" WHERE cityHash64(item) % 1000000 < {int(share)}"
+    keep = "" if share >= PER_MILLION else f" WHERE cityHash64(item) % {PER_MILLION} < {int(share)}"
     texts = (
         "SELECT actor, occurred_at, content FROM events FINAL "
         f"WHERE society = {q} AND type IN ('post_created', 'comment_created') AND content != ''"
@@ -125,7 +132,7 @@ def _reading(key: str, label: str, histogram: dict[int, int], estimator: str, se
     ]
 
 
-def items(wh: Warehouse, society: str, ours: dict[int, int], share: int = 1_000_000) -> list[Item]:
+def items(wh: Warehouse, society: str, ours: dict[int, int], share: int = PER_MILLION) -> list[Item]:
     """Bootstrap CIs of our alpha, and alpha under the public code's estimator and cascades (memes of the
     n-grams kept ``share`` per million, as ours)."""
     out: list[Item] = []
@@ -145,8 +152,7 @@ def items(wh: Warehouse, society: str, ours: dict[int, int], share: int = 1_000_
     )
     public = public_code_sizes(wh, society, share)
     label = "variant: the public code's cascades (2-5-grams of bodies, inline code, >= 5 adopters)"
-    if share < 1_000_000:
-        label += f" [memes: of a hash sample of {share / 1e4:.2f}% of the n-grams]"
+    label += meme_sample_label(share)
     out.append(Scalar(f"{PUBLIC}.count", f"{label}: cascades", sum(public.values()), unit="cascades"))
     out += _reading(
         f"{PUBLIC}.alpha_hill", f"{label}, its estimator (Hill, x_min = smallest)", public, "hill", 3

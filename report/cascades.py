@@ -66,7 +66,7 @@ KINDS = ("meme", "skill", "behaviour")
 MAX_ADOPTIONS = 1_000_000
 MAX_EXPOSURES = 10_000_000
 MEME_TEXTS = 1_000_000  # above this many posts and comments, meme cascades come from a hash sample of n-grams
-PER_MILLION = 1_000_000
+PER_MILLION = cascade_variants.PER_MILLION
 
 
 def meme_share(wh: Warehouse, society: str) -> int:
@@ -180,7 +180,7 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         for s, n in hist.items():
             total_hist[s] += n
     n_cascades = sum(total_hist.values())
-    memes = "" if share >= PER_MILLION else f" [memes: of a hash sample of {share / 1e4:.2f}% of the n-grams]"
+    memes = cascade_variants.meme_sample_label(share)
     out: list[Item] = [
         Scalar(
             "cascades.count",
