@@ -36,6 +36,8 @@ MIN_WORDS = 5  # the view clone_items keeps texts of at least this many words
 SHINGLE = 3
 PERMUTATIONS, BANDS, ROWS = 64, 16, 4  # as in the views clone_sets / clone_pairs
 MIN_AUTHORS = 2
+_PAIRS = f"clone_pairs_at(min_jaccard = {THRESHOLD!r})"  # the view at the report's threshold
+LISTED_SETS = 10_000  # paired sets named in the members' query (its text stays under ClickHouse's 256 KiB)
 TOP = 20
 Member = tuple[int, str, str, int, str, str]  # (set hash, kind, actor, texts, first item id, first time)
 KEYS = [
@@ -105,12 +107,13 @@ def items(wh: Warehouse, society: str) -> list[Item]:
         ),
         Scalar("clones.min_words", "shortest text considered (words)", MIN_WORDS),
     ]
-    members = _members(wh, q)
-    if not members:
+    considered = _considered(wh, q)
+    if not considered:
         why = f"the society has no post or comment of {MIN_WORDS} or more words"
         return params + [missing(k, label, why) for k, label in KEYS]
-    found = swarms(members, _pairs(wh, q))
-    out = [*params, *_counts(members, found, n_posts, n_comments)]
+    pairs = _pairs(wh, q)
+    found = swarms(_members(wh, q, pairs), pairs)
+    out = [*params, *_counts(considered, found, n_posts, n_comments)]
     if not found:
         return out
     return out + _swarm_items(found)
@@ -126,29 +129,43 @@ def _totals(wh: Warehouse, q: str) -> tuple[int, int]:
     return int(totals["posts"]), int(totals["comments"])
 
 
-def _members(wh: Warehouse, q: str) -> list[Member]:
-    """Per shingle set, kind and actor: the texts and the earliest one (view ``clone_items``). Read as
-    tuples, not ``records``' dicts: one per set, kind and agent is every text of a large society."""
+def _considered(wh: Warehouse, q: str) -> int:
+    """Texts of at least ``MIN_WORDS`` words (view ``clone_items``)."""
+    return int(wh.query(f"SELECT count() FROM clone_items WHERE society = {q}").rows[0][0])
+
+
+def _members(wh: Warehouse, q: str, pairs: list[tuple[int, int]]) -> list[Member]:
+    """Per shingle set, kind and actor: the texts and the earliest one (view ``clone_items``), for the sets
+    that can be in a swarm: those written by >= ``MIN_AUTHORS`` agents and those in a near-duplicate pair.
+    Every other set is a swarm of one agent at most, whatever it is linked to, so it is never read: at 17M
+    events that is nearly every one of 9.6 million sets. Up to ``LISTED_SETS`` paired sets are named in the
+    query; past that the query finds them again in ``clone_pairs``."""
+    paired = sorted({h for pair in pairs for h in pair})
+    if not paired:
+        linked = "0"
+    elif len(paired) <= LISTED_SETS:
+        linked = f"set_hash IN ({', '.join(str(int(h)) for h in paired)})"
+    else:
+        linked = f"set_hash IN (SELECT arrayJoin([set_a, set_b]) FROM {_PAIRS} WHERE society = {q})"
     rows = wh.query(
+        "SELECT set_hash, kind, actor, texts, first_id, first_at FROM ("
         "SELECT set_hash, kind, actor, count() AS texts, "
-        "argMin(item_id, (occurred_at, item_id)) AS first_id, "
-        f"toString(min(occurred_at)) AS first_at FROM clone_items WHERE society = {q} "
-        "GROUP BY set_hash, kind, actor"
+        "argMin(item_id, (occurred_at, item_id)) AS first_id, toString(min(occurred_at)) AS first_at, "
+        "uniqExact(actor) OVER (PARTITION BY set_hash) AS set_authors "
+        f"FROM clone_items WHERE society = {q} GROUP BY set_hash, kind, actor) "
+        f"WHERE set_authors >= {MIN_AUTHORS} OR {linked}"
     ).rows
     return [(int(h), str(k), str(a), int(n), str(i), str(t)) for h, k, a, n, i, t in rows]
 
 
 def _pairs(wh: Warehouse, q: str) -> list[tuple[int, int]]:
-    """Near-duplicate shingle-set pairs at or above the threshold (view ``clone_pairs``)."""
+    """Near-duplicate shingle-set pairs at or above the threshold (view ``clone_pairs_at``)."""
     return [
-        (int(r["set_a"]), int(r["set_b"]))
-        for r in records(
-            wh, f"SELECT set_a, set_b FROM clone_pairs WHERE society = {q} AND jaccard >= {THRESHOLD!r}"
-        )
+        (int(a), int(b)) for a, b in wh.query(f"SELECT set_a, set_b FROM {_PAIRS} WHERE society = {q}").rows
     ]
 
 
-def _counts(members: list[Member], found: list[Swarm], n_posts: int, n_comments: int) -> list[Item]:
+def _counts(considered: int, found: list[Swarm], n_posts: int, n_comments: int) -> list[Item]:
     """Texts considered, swarms, and the shares of all posts and comments inside a swarm."""
     in_posts = sum(s.posts for s in found)
     in_comments = sum(s.comments for s in found)
@@ -156,7 +173,7 @@ def _counts(members: list[Member], found: list[Swarm], n_posts: int, n_comments:
         Scalar(
             "clones.texts",
             f"texts considered (posts and comments of >= {MIN_WORDS} words)",
-            sum(m[3] for m in members),
+            considered,
         ),
         Scalar(KEYS[0][0], KEYS[0][1], len(found)),
         Scalar(KEYS[1][0], KEYS[1][1], in_posts / n_posts)

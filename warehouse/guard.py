@@ -102,9 +102,10 @@ TABLE_FUNCTIONS = frozenset(
 )  # fmt: skip
 """Table functions (lower case) a read may call: generators, and ``view`` (whose query is checked too)."""
 
-PARAMETERISED_VIEWS = frozenset({"cascade_adoptions_sample"})
-"""Parameterised views of the society's own schema (``molt_dynamics.sql``), called like table functions by
-their bare name, which resolves to the session's database: they read the society's tables only."""
+PARAMETERISED_VIEWS = frozenset({"cascade_adoptions_sample", "clone_pairs_at"})
+"""Parameterised views of the society's own schema (``molt_dynamics.sql``, ``patterns.sql``), called like
+table functions by their bare name, which resolves to the session's database: they read the society's
+tables only."""
 
 SYSTEM_GENERATORS = frozenset({"one", "numbers", "numbers_mt", "zeros", "zeros_mt"})
 """Tables of ``system`` a read may name: they hold no data of anybody's."""

@@ -345,7 +345,9 @@ def test_planted_data_is_what_it_claims() -> None:
     assert _jaccard(base, " ".join(NEAR_MISS)) < 0.5
 
 
-def test_clone_swarms(wh: RecordingWarehouse) -> None:
+@pytest.mark.parametrize("listed", [clones.LISTED_SETS, 0], ids=["paired-sets-named", "paired-sets-queried"])
+def test_clone_swarms(wh: RecordingWarehouse, listed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clones, "LISTED_SETS", listed)
     items = clones.items(wh, "clones")
     assert _value(items, "clones.threshold") == clones.THRESHOLD
     assert _value(items, "clones.swarms") == 2  # A (5 comments, 5 agents) and B (3 posts, 2 agents)
@@ -379,6 +381,29 @@ def test_clone_pair_jaccard_is_exact(wh: RecordingWarehouse) -> None:
         a, b = sorted((set_of["ac0"], set_of[f"ac{i}"]))
         assert pairs[(a, b)] == pytest.approx(_jaccard(" ".join(BASE), " ".join(v)), rel=1e-12)
     assert set_of["bp0"] == set_of["bp1"] == set_of["bp2"]  # copies up to case and punctuation: one set
+
+
+def _int_hash64(x: int) -> int:
+    """ClickHouse's SQL ``intHash64``: the MurmurHash3 finalizer of x XOR 0x4CF2D2BAAE6DA887."""
+    m = (1 << 64) - 1
+    x ^= 0x4CF2D2BAAE6DA887
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & m
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & m
+    return x ^ (x >> 33)
+
+
+def test_clone_signatures_are_the_minhash_of_each_set(wh: RecordingWarehouse) -> None:
+    rows = wh.query(
+        "SELECT set_hash, shingles, signature FROM clone_sets WHERE society = 'clones' ORDER BY set_hash"
+    ).rows
+    assert len(rows) >= 10
+    for _, shingles, signature in rows:
+        expected = [
+            min(_int_hash64(int(s) ^ _int_hash64(k)) for s in shingles) for k in range(clones.PERMUTATIONS)
+        ]
+        assert [int(v) for v in signature] == expected
 
 
 def test_one_agent_repeating_itself_is_no_swarm() -> None:

@@ -268,7 +268,7 @@ def test_society_of_topic() -> None:
 
 def test_schema_statements() -> None:
     statements = schema_statements()
-    assert len(statements) == 31
+    assert len(statements) == 32
     created = [
         next(line for line in s.splitlines() if line.startswith("CREATE")).split()[:6] for s in statements
     ]
@@ -286,7 +286,7 @@ def test_schema_statements() -> None:
         "cooperation_events", "cooperation_baseline", "cooperation_md_events", "cooperation_single_agent",
         "superminds_posts",
         "superminds_depth_by_popularity", "rhythm_agents", "rhythm_platform", "clone_items", "clone_sets",
-        "clone_pairs",
+        "clone_pairs_at", "clone_pairs",
     ]  # fmt: skip
     assert [c[:5] for c in created[5:-1]] == [
         ["CREATE", "TABLE", "IF", "NOT", "EXISTS"]

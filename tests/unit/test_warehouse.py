@@ -105,6 +105,9 @@ def test_the_society_reader_can_still_use_what_it_needs(stored: str) -> None:
         assert (
             reader.query("SELECT count() FROM cascade_adoptions_sample(meme_share = 1000000)").rows == whole
         )
+        assert reader.query("SELECT count() FROM clone_pairs_at(min_jaccard = 0)").rows == (
+            reader.query("SELECT count() FROM clone_pairs").rows
+        )
         with pytest.raises(Refused, match="table function"):
             reader.query("SELECT count() FROM system.cascade_adoptions_sample(meme_share = 1)")
         with pytest.raises(Refused, match="table function"):
