@@ -6,7 +6,7 @@ Method (ours: no MoltBook study published this figure, so nothing here carries a
   runs of letters and digits, lower-cased; a text is the set of its word 3-shingles (view ``clone_items``);
 - near-duplicates: two shingle sets with Jaccard similarity >= ``THRESHOLD``. Candidates come from
   MinHash signatures (64 permutations) with locality-sensitive hashing in 16 bands of 4 rows (view
-  ``clone_pairs``: 99.98% of pairs at Jaccard 0.8 become candidates); each candidate's exact Jaccard
+  ``clone_pairs_at``: 99.98% of pairs at Jaccard 0.8 become candidates); each candidate's exact Jaccard
   decides. Identical shingle sets (copies up to case and punctuation) are one set (view ``clone_sets``);
 - swarm: a connected component of the near-duplicate graph over shingle sets (single linkage: a chain of
   edits is one swarm) whose texts were written by at least 2 distinct agents. An agent repeating itself
@@ -34,7 +34,7 @@ from molt_society.report.source import Warehouse, quoted
 THRESHOLD = 0.8  # Jaccard similarity of word 3-shingle sets
 MIN_WORDS = 5  # the view clone_items keeps texts of at least this many words
 SHINGLE = 3
-PERMUTATIONS, BANDS, ROWS = 64, 16, 4  # as in the views clone_sets / clone_pairs
+PERMUTATIONS, BANDS, ROWS = 64, 16, 4  # as in the views clone_sets / clone_pairs_at
 MIN_AUTHORS = 2
 _PAIRS = f"clone_pairs_at(min_jaccard = {THRESHOLD!r})"  # the view at the report's threshold
 LISTED_SETS = 10_000  # paired sets named in the members' query (its text stays under ClickHouse's 256 KiB)
@@ -139,7 +139,7 @@ def _members(wh: Warehouse, q: str, pairs: list[tuple[int, int]]) -> list[Member
     that can be in a swarm: those written by >= ``MIN_AUTHORS`` agents and those in a near-duplicate pair.
     Every other set is a swarm of one agent at most, whatever it is linked to, so it is never read: at 17M
     events that is nearly every one of 9.6 million sets. Up to ``LISTED_SETS`` paired sets are named in the
-    query; past that the query finds them again in ``clone_pairs``."""
+    query; past that the query finds them again in ``clone_pairs_at`` (computing the pairs a second time)."""
     paired = sorted({h for pair in pairs for h in pair})
     if not paired:
         linked = "0"
