@@ -103,6 +103,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.crawl_report
 	$(BIN)/python -m molt_society.bench.embeddings
 	$(BIN)/python -m molt_society.bench.archive
+	$(BIN)/python -m molt_society.bench.cold_threads
 	$(BIN)/python -m molt_society.bench.llm
 	$(BIN)/python -m molt_society.bench.llm_rate
 	$(BIN)/python -m molt_society.bench.startup
