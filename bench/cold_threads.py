@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from molt_society.streams.cold_threads import CACHE_KIB, ColdThreads
+from molt_society.streams.cold_threads import PRAGMAS, ColdThreads
 
 ROW_BYTES = 2_800
 """A thread's encoded row, about its size at 17M events (issue 30: 2.8 KB with its comments)."""
@@ -33,7 +33,7 @@ Put = Callable[[list[tuple[str, int, bytes]]], None]
 def keyed_table(folder: Path) -> tuple[Put, Callable[[], None]]:
     """The layout before: rows in a B-tree keyed by post id (``WITHOUT ROWID``), same pragmas."""
     db = sqlite3.connect(folder / "keyed.db", isolation_level=None)
-    for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", f"cache_size=-{CACHE_KIB}"):
+    for pragma in PRAGMAS:
         db.execute(f"PRAGMA {pragma}")
     db.execute(
         "CREATE TABLE thread(post_id TEXT PRIMARY KEY, last_us INTEGER NOT NULL, row BLOB NOT NULL) "

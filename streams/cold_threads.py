@@ -23,6 +23,9 @@ from pathlib import Path
 
 CACHE_KIB = 16_384
 """SQLite's page cache per database (KiB); the operating system's file cache holds the rest."""
+PRAGMAS = ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", f"cache_size=-{CACHE_KIB}")
+"""The database's settings: no journal or sync (a private file gone with the process), temporary data in
+memory, ``CACHE_KIB`` of page cache."""
 
 
 class PostFilter:
@@ -76,12 +79,7 @@ class ColdThreads:
     def __init__(self, folder: Path | None = None) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="society-cold-", dir=folder))
         self._db = sqlite3.connect(self._dir / "threads.db", isolation_level=None)
-        for pragma in (
-            "journal_mode=OFF",
-            "synchronous=OFF",
-            "temp_store=MEMORY",
-            f"cache_size=-{CACHE_KIB}",
-        ):
+        for pragma in PRAGMAS:
             self._db.execute(f"PRAGMA {pragma}")
         # a rowid table: a thread put is appended at the end of the table's B-tree, and only the small
         # post_id index takes a random insert. Keyed by post_id itself (WITHOUT ROWID), every put of a
