@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from molt_society.agents.brain import FeedView
 from molt_society.runtime import kafka
+from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
@@ -80,6 +81,7 @@ class FeedCache:
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._gaps = Contiguous(None, "feeds")  # given its consumer in _open()
         self._view: FeedView | None = None
         self._view_key = (-1, -1)
         self._failure: BaseException | None = None
@@ -99,6 +101,7 @@ class FeedCache:
         # feed records stay
         self._consumer = kafka.consumer(self.bootstrap, "reader", fetch_max_wait_ms=self.fetch_wait_ms)
         await self._consumer.start()
+        self._gaps = Contiguous(self._consumer, "feeds")  # continues from each partition's first record
         tps = [TopicPartition(self.topic, q) for q in range(self.partitions)]
         self._consumer.assign(tps)
         fresh = [tp for tp in tps if tp.partition not in self._next]
@@ -207,7 +210,8 @@ class FeedCache:
     async def _consume(self) -> None:
         assert self._consumer is not None
         while True:
-            batch = await self._consumer.getmany(timeout_ms=200)
+            fetched = await self._consumer.getmany(timeout_ms=200)
+            batch = {tp: kept for tp, recs in fetched.items() if (kept := self._gaps.records(tp, recs))}
             if not batch:
                 continue
             self._received_at = time.monotonic()

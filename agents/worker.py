@@ -47,6 +47,7 @@ from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
+from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
@@ -120,6 +121,7 @@ class AgentWorker:
         self.emitted = 0
         self.forged = 0
         self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
+        self.gaps: Contiguous | None = None  # the ticks' gap guard, once the consumer is made
         self.closing = False
 
     def cohort(self, shard: int, brain: str) -> Cohort:
@@ -173,6 +175,7 @@ class AgentWorker:
             roster_mb=round(self.roster.nbytes() / 2**20, 1),
         )
         work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]] = asyncio.Queue()
+        gaps = self.gaps = Contiguous(consumer, "agents")
         acting = asyncio.create_task(self._act(work, consumer, producer, feeds, partitions, stop))
         try:
             # The poll loop never waits for a tick: it hands each fetch to ``_act`` and pauses those
@@ -181,7 +184,8 @@ class AgentWorker:
             while not stop.is_set() and not acting.done():
                 # short: while a tick is acted on, its partitions are paused and this returns empty; once
                 # they are resumed the next tick must not wait out a long poll (the barrier pays it)
-                batch = await consumer.getmany(timeout_ms=self.s.poll_ms)
+                fetched = await consumer.getmany(timeout_ms=self.s.poll_ms)
+                batch = {tp: kept for tp, recs in fetched.items() if (kept := gaps.records(tp, recs))}
                 if batch:
                     consumer.pause(*batch)
                     work.put_nowait(batch)
@@ -381,6 +385,8 @@ class AgentWorker:
 
     async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         """Counts the tick partitions a rebalance takes from the worker (``revoked``)."""
+        if self.gaps is not None:
+            self.gaps.forget(revoked)
         if revoked and not self.closing:
             self.revoked += len(revoked)
             log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))

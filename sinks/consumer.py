@@ -27,6 +27,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from molt_society.runtime import kafka
+from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.lag import own_lag
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
@@ -50,6 +51,7 @@ class _Member:
         self._resume = resume
         self._stats = stats
         self.fetching = False  # waiting in getmany (the one place a stopping sink may cancel the loop)
+        self.gaps = Contiguous(consumer, "sink")
 
     async def on_revoked(self, revoked: Collection[Any]) -> None:
         """Flush and commit everything pending before the partitions go to another member."""
@@ -61,6 +63,7 @@ class _Member:
         async with self._batcher.lock:
             self._batcher.clear(warn=False)
             self._stats.lag.clear()
+        self.gaps.forget(revoked)
 
     async def on_assigned(self, assigned: Collection[Any]) -> None:
         """Seek each new partition to resume after the offsets already stored in ClickHouse.
@@ -74,6 +77,7 @@ class _Member:
             async with self._batcher.lock:
                 self._batcher.clear(warn=True)
                 await self._resume.seek(self._consumer, assigned)
+                self.gaps.forget(assigned)  # each continues from its first record fetched
         finally:
             self._consumer.resume(*assigned)
 
@@ -92,7 +96,8 @@ class _Member:
             for tp, fetched_records in fetched.items():
                 if not fetched_records or tp not in assignment:
                     continue
-                records = self._resume.checked(tp, fetched_records)
+                contiguous = self.gaps.records(tp, fetched_records)
+                records = self._resume.checked(tp, contiguous) if contiguous else contiguous
                 if records:
                     self._batcher.add(tp, records, now)
             await self._update_lag()
@@ -255,7 +260,12 @@ class ClickHouseSink:
                     await asyncio.wait_for(consumer.stop(), STOP_CLIENT_S)
                 except TimeoutError:
                     log.warning("sink.consumer_stop_timed_out", seconds=STOP_CLIENT_S)
-            log.info("sink.stopped", **self.stats.snapshot())
+            log.info(
+                "sink.stopped",
+                **self.stats.snapshot(),
+                gap_refetches=member.gaps.refetches,
+                offsets_given_up=member.gaps.offsets_given_up,
+            )
         finally:
             await self.server.close()
             await self.store.close()

@@ -58,6 +58,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from molt_society.runtime import kafka
 from molt_society.runtime.broker import partition_count
+from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import UNAUTHENTICATED, RecordKeys
 from molt_society.runtime.settings import Settings
@@ -186,6 +187,7 @@ class ActionProcessor:
         self.producer: AIOKafkaProducer | None = None
         self.processed = 0
         self.commit_failures = 0
+        self.gaps = Contiguous(None, "streams")  # given its consumer in run()
 
     def _state_config(self) -> dict[str, Any]:
         """The keyword arguments of this worker's ``PartitionState``s."""
@@ -209,6 +211,7 @@ class ActionProcessor:
             **kafka.member_session(self.settings.group_session_timeout_ms),
         )
         await self.consumer.start()
+        self.gaps = Contiguous(self.consumer, "streams")
         self.partitions = await partition_count(self.bootstrap, self.t_actions)
         self.consumer.subscribe([self.t_actions], listener=kafka.Rebalance(self.on_revoked, self.on_assigned))
         self.completer = asyncio.create_task(self._complete_loop(), name="processor.complete")
@@ -217,7 +220,8 @@ class ActionProcessor:
             while not stop.is_set():
                 if self.failure is not None:
                     raise self.failure
-                batch = await self.consumer.getmany(timeout_ms=100)
+                fetched = await self.consumer.getmany(timeout_ms=100)
+                batch = {tp: kept for tp, recs in fetched.items() if (kept := self.gaps.records(tp, recs))}
                 if batch:
                     async with self.lock:
                         await self._process(batch)
@@ -229,11 +233,18 @@ class ActionProcessor:
             with contextlib.suppress(Exception):
                 await self.consumer.stop()
             await self.producer.stop()
-            log.info("processor.stopped", processed=self.processed, commit_failures=self.commit_failures)
+            log.info(
+                "processor.stopped",
+                processed=self.processed,
+                commit_failures=self.commit_failures,
+                gap_refetches=self.gaps.refetches,
+                offsets_given_up=self.gaps.offsets_given_up,
+            )
 
     async def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self.lock:
             await self._drain()  # commit what was processed while the partitions were still ours
+            self.gaps.forget(revoked)
             for tp in revoked:
                 self.states.pop(tp.partition, None)
                 self.event_ids.drop_partition(tp.partition)

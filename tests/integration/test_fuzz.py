@@ -19,6 +19,7 @@ stream worker's memory stayed bounded; windows still closed (metrics were comput
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import threading
@@ -605,6 +606,19 @@ def _wait(stack: LocalStack, query: str, want: int, timeout: float) -> int:
     return got
 
 
+def _rejected_in(logs: list[Path]) -> set[tuple[int, int]]:
+    """(partition, offset) of every action the stream workers logged as rejected (``action.rejected``):
+    tells a record the worker never dead-lettered from a dead letter lost on its way to the table."""
+    found: set[tuple[int, int]] = set()
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            if '"action.rejected"' in line:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    doc = orjson.loads(line)
+                    found.add((int(doc["partition"]), int(doc["offset"])))
+    return found
+
+
 def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
     broker: str, tmp_path: Path, society_name: str
 ) -> None:
@@ -698,6 +712,7 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
         sampler.join()
         alive = {c.role: c.process.poll() is None for c in stack.children}
         after = {c.role: c.process.pid for c in stack.children}
+        worker_logs = [c.log_path for c in stack.children if c.role == "streams"]
         dead_children = stack.dead_children()
     elapsed = time.monotonic() - began
     kinds = Counter(h.kind for h in sent.values())
@@ -713,6 +728,13 @@ def test_hostile_records_are_dead_lettered_and_valid_ones_stored_once(
     assert {eid: n for eid, n in stored} == dict.fromkeys(valid_ids, 1)
     assert elsewhere == 0
     # every hostile record dead-lettered once, with the code of its kind and a readable reason
+    missing = sent.keys() - {(int(row[0]), int(row[1])) for row in dead}
+    assert not missing, (
+        f"{len(dead)} dead letters for {n_hostile} hostile records; none for {len(missing)}: by kind "
+        f"{dict(Counter(sent[w].kind for w in missing).most_common())}, by partition "
+        f"{dict(Counter(w[0] for w in missing))}, offsets {sorted(missing)[:20]}; "
+        f"{len(missing & _rejected_in(worker_logs))} of them rejected by the stream worker (its log)"
+    )
     assert len(dead) == n_hostile, f"{len(dead)} dead letters for {n_hostile} hostile records"
     seen: set[tuple[int, int]] = set()
     wrong: list[str] = []
