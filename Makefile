@@ -110,6 +110,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.experiment
 	$(BIN)/python -m molt_society.bench.fit
 	$(BIN)/python -m molt_society.bench.brokers
+	$(BIN)/python -m molt_society.bench.tail_gaps
 	$(BIN)/python -m molt_society.bench.aging
 	$(BIN)/python -m molt_society.bench.tick_hops
 	$(BIN)/python -m molt_society.bench.kafka_requests
