@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -110,6 +111,13 @@ EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 E = TypeVar("E", PostCreated, CommentCreated)
 R = TypeVar("R", PostRecord, CommentRecord)
 _FILLABLE = ("title", "content", "author", "submolt")
+
+
+_ACT_SCHEMA = """
+CREATE TABLE act (at INTEGER, seq INTEGER, actor TEXT, aid TEXT, name TEXT, descr TEXT, file INTEGER,
+    position TEXT);
+"""
+"""One row per emitted post and comment: its author, for the registrations (``Builder._authors``)."""
 
 
 def _same(a: object, b: object) -> bool:
@@ -194,6 +202,8 @@ class Builder:
         self._file_no = {name: i for i, name in enumerate(store.files)}
         self._acts: list[tuple[int, int, str, str | None, str | None, str | None, int, str]] = []
         self._act_seq = 0
+        self._act_db: sqlite3.Connection | None = None
+        """The ``act`` table's database, beside the records' (``Scratch.side``), made by ``build``."""
         self._first_post: dict[str, tuple[datetime, int, PostRecord]] = {}  # submolt -> its first post
         self._counted = [0, 0]  # posts giving comment_count, their positive counts' sum
         self._posts_emitted = 0
@@ -313,7 +323,8 @@ class Builder:
             self._flush_acts()
 
     def _flush_acts(self) -> None:
-        self.store.db.executemany("INSERT INTO act VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._acts)
+        assert self._act_db is not None  # made by build() before any post or comment is emitted
+        self._act_db.executemany("INSERT INTO act VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._acts)
         self._acts.clear()
 
     # --- dedupe -----------------------------------------------------------------------------------
@@ -444,8 +455,6 @@ class Builder:
             CREATE INDEX post_by_id ON post (id);
             CREATE INDEX comment_by_id ON comment (id);
             CREATE INDEX comment_by_parent ON comment (parent_id);
-            CREATE TABLE act (at INTEGER, seq INTEGER, actor TEXT, aid TEXT, name TEXT, descr TEXT,
-                file INTEGER, position TEXT);
             CREATE TABLE bad_post (id TEXT PRIMARY KEY);
             CREATE TABLE told (snap INTEGER, seq INTEGER, n INTEGER, skip INTEGER, file INTEGER,
                 position TEXT, reason TEXT, detail TEXT);
@@ -453,6 +462,7 @@ class Builder:
                 cc INTEGER, file INTEGER, position TEXT);
             """
         )
+        self._act_db = store.side("acts", _ACT_SCHEMA)
         self._dedupe("post", store.post, store.post_blob)
         self._dedupe("comment", store.comment, store.comment_blob)
         db.execute("CREATE INDEX later_by_target ON later (kind, id, at)")
@@ -897,7 +907,8 @@ class Builder:
         are sorted by time on disk: posts before comments at one time, each in emission order)."""
         agents: dict[str, _Agent] = {}
         acts = "SELECT at, actor, aid, name, descr, file, position FROM act ORDER BY at, seq"
-        for at_us, actor, aid, aname, descr, file, position in self.store.rows(acts):
+        assert self._act_db is not None
+        for at_us, actor, aid, aname, descr, file, position in scratch.rows_of(self._act_db, acts):
             name = aname or aid or actor
             known = agents.get(actor)
             if known is None:
