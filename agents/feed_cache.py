@@ -210,8 +210,7 @@ class FeedCache:
     async def _consume(self) -> None:
         assert self._consumer is not None
         while True:
-            fetched = await self._consumer.getmany(timeout_ms=200)
-            batch = {tp: kept for tp, recs in fetched.items() if (kept := self._gaps.records(tp, recs))}
+            batch = self._gaps.fetched(await self._consumer.getmany(timeout_ms=200))
             if not batch:
                 continue
             self._received_at = time.monotonic()

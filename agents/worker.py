@@ -184,8 +184,7 @@ class AgentWorker:
             while not stop.is_set() and not acting.done():
                 # short: while a tick is acted on, its partitions are paused and this returns empty; once
                 # they are resumed the next tick must not wait out a long poll (the barrier pays it)
-                fetched = await consumer.getmany(timeout_ms=self.s.poll_ms)
-                batch = {tp: kept for tp, recs in fetched.items() if (kept := gaps.records(tp, recs))}
+                batch = gaps.fetched(await consumer.getmany(timeout_ms=self.s.poll_ms))
                 if batch:
                     consumer.pause(*batch)
                     work.put_nowait(batch)

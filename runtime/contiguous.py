@@ -55,6 +55,11 @@ class Contiguous:
             self._next.pop(tp, None)
             self._gap.pop(tp, None)
 
+    def fetched(self, batch: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+        """A ``getmany`` result with each partition's records through ``records``; partitions left with
+        none are left out."""
+        return {tp: kept for tp, recs in batch.items() if (kept := self.records(tp, recs))}
+
     def records(self, tp: Any, records: list[Any]) -> list[Any]:
         """``records`` (one fetch of ``tp``, in order) up to the first gap, where ``tp`` is sought back to.
 
@@ -78,11 +83,13 @@ class Contiguous:
             if self._gap.get(tp) == gap:
                 del self._gap[tp]
             self.gaps_closed += 1
-            log.info(
-                "consumer.offset_gap_closed", reader=self._reader, topic=tp.topic, partition=tp.partition
-            )
+            log.info("consumer.offset_gap_closed", **self._where(tp))
         self._next[tp] = max(kept[-1].offset + 1, want)
         return kept
+
+    def _where(self, tp: Any) -> dict[str, Any]:
+        """What every log line of the guard says of where it is."""
+        return {"reader": self._reader, "topic": tp.topic, "partition": tp.partition}
 
     def _still_missing(self, tp: Any, missing: int, got: int) -> bool:
         """Seek ``tp`` back to ``missing`` (the next fetch brings it) and say so; False, without a seek,
@@ -93,9 +100,7 @@ class Contiguous:
             seen = self._gap[tp] = (missing, now)
             log.warning(
                 "consumer.offset_gap",
-                reader=self._reader,
-                topic=tp.topic,
-                partition=tp.partition,
+                **self._where(tp),
                 missing_from=missing,
                 fetched=got,
                 action="fetching again from the first offset missing",
@@ -105,9 +110,7 @@ class Contiguous:
             self.offsets_given_up += got - missing
             log.error(
                 "consumer.offsets_skipped",
-                reader=self._reader,
-                topic=tp.topic,
-                partition=tp.partition,
+                **self._where(tp),
                 missing_from=missing,
                 missing_to=got - 1,
                 seconds=round(now - seen[1], 1),

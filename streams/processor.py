@@ -220,8 +220,7 @@ class ActionProcessor:
             while not stop.is_set():
                 if self.failure is not None:
                     raise self.failure
-                fetched = await self.consumer.getmany(timeout_ms=100)
-                batch = {tp: kept for tp, recs in fetched.items() if (kept := self.gaps.records(tp, recs))}
+                batch = self.gaps.fetched(await self.consumer.getmany(timeout_ms=100))
                 if batch:
                     async with self.lock:
                         await self._process(batch)
