@@ -60,7 +60,7 @@ def read_file(path: Path, name: str, store: Scratch) -> FileRecords:
         with path.open("rb") as fh:
             head = fh.read(len(MAGIC))
         if is_sqlite(head):
-            read_sqlite(path, out)
+            read_sqlite(path, out, store)
             return out
         if is_parquet(head):
             read_parquet(path, out)

@@ -89,6 +89,19 @@ class FileReport:
         """Record a problem with the file itself."""
         self.errors.append(FileError(position, message))
 
+    def absorb(self, part: FileReport) -> None:
+        """Count what ``part`` counted as if it had been counted here after this report's own (examples in
+        that order): a part of this file read by another process (``importers.comment_parts``)."""
+        self.read.update(part.read)
+        self.events.update(part.events)
+        self.ignored_fields.update(part.ignored_fields)
+        for mine, theirs in ((self.skipped, part.skipped), (self.notes, part.notes)):
+            for reason, tally in theirs.items():
+                here = mine.setdefault(reason, ReasonTally())
+                here.count += tally.count
+                here.examples.extend(tally.examples[: MAX_EXAMPLES - len(here.examples)])
+        self.errors.extend(part.errors)
+
     @property
     def records_read(self) -> int:
         """Records read from the file, of every kind."""

@@ -106,6 +106,16 @@ class Log(Generic[T]):
     def append(self, rec: T, /) -> None:
         self._add(self._file, self._snap, rec)
 
+    @property
+    def file(self) -> int:
+        """The number the store gave the file (``Scratch.files``)."""
+        return self._file
+
+    @property
+    def snap(self) -> int:
+        """The file's snapshot time as rows keep it (``NO_SNAPSHOT`` outside a snapshot folder)."""
+        return self._snap
+
 
 class Scratch:
     """The records of one import in a temporary SQLite database; ``close`` removes it."""
@@ -138,6 +148,44 @@ class Scratch:
         db = self._open(name, schema)
         self._sides.append(db)
         return db
+
+    def hand_over(self) -> Path:
+        """Insert what is pending, close the database and keep it: the file of a part of one file's records
+        read apart (``importers.comment_parts``), for another store to ``adopt_comments``; removing its
+        folder (``dir``) is the adopter's."""
+        self.flush()
+        self.db.execute("COMMIT")
+        for db in self._sides:
+            db.close()
+        self.db.close()
+        return self.dir / "records.sqlite"
+
+    def adopt_comments(self, part: Path, log: Log[CommentRecord]) -> int:
+        """Append the comments of ``part`` (a handed-over store's database) as if ``log`` had appended
+        them now, in their order there; how many. One ``INSERT ... SELECT`` per table, without a row
+        through Python (470,000 comments: 0.9 s)."""
+        self.flush()
+        base = self._seq["comment"]
+        db = self.db
+        db.execute("COMMIT")  # SQLite attaches outside a transaction
+        db.execute("ATTACH DATABASE ? AS part", (str(part),))
+        try:
+            db.execute("BEGIN")
+            (n,) = db.execute("SELECT count(*) FROM part.comment").fetchone()
+            db.execute(
+                "INSERT INTO comment SELECT seq + ?, id, post_id, parent_id, src_depth, ?, ?, created, 0, "
+                "NULL, NULL, NULL FROM part.comment ORDER BY seq",
+                (base, log.snap, log.file),
+            )
+            db.execute(
+                "INSERT INTO comment_rec SELECT seq + ?, rec FROM part.comment_rec ORDER BY seq", (base,)
+            )
+            db.execute("COMMIT")
+        finally:
+            db.execute("DETACH DATABASE part")
+            db.execute("BEGIN")
+        self._seq["comment"] += n
+        return int(n)
 
     def close(self) -> None:
         for db in self._sides:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from molt_society.importers.comment_parts import CommentParts
 from molt_society.importers.json_items import read_comment, read_post
 from molt_society.importers.records import (
     AgentRecord,
@@ -33,6 +34,7 @@ from molt_society.importers.records import (
     parse_id,
     parse_time,
 )
+from molt_society.importers.scratch import Scratch
 
 MAGIC = b"SQLite format 3\x00"
 TABLES = ("posts", "comments", "agents", "submolts", "follows")
@@ -44,13 +46,19 @@ def is_sqlite(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def _rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    cur = db.execute(f'SELECT rowid AS "__rowid", * FROM "{table}" ORDER BY rowid')
-    names = [d[0] for d in cur.description]
+def _rows(
+    db: sqlite3.Connection, table: str, *, api: bool = False, span: tuple[int, int] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of ``table`` in ``rowid`` order as ``(rowid, {column: value})``; with ``api`` the
+    observatory's column names are the API's (``_RENAMED``); ``span`` the first and last rowid read."""
+    where = "" if span is None else " WHERE rowid BETWEEN ? AND ?"
+    cur = db.execute(f'SELECT rowid AS "__rowid", * FROM "{table}"{where} ORDER BY rowid', span or ())
+    names = [d[0] for d in cur.description][1:]
+    if api:  # renamed once here, not in every row (the later of two same names wins, as in a dict)
+        names = [_RENAMED.get(k, k) for k in names]
     while batch := cur.fetchmany(5_000):
-        for row in batch:
-            doc = dict(zip(names, row, strict=True))
-            yield int(doc.pop("__rowid")), doc
+        for rowid, *row in batch:
+            yield int(rowid), dict(zip(names, row, strict=True))
 
 
 def _time(value: object, out: FileRecords, where: str) -> datetime:
@@ -67,8 +75,10 @@ def _time(value: object, out: FileRecords, where: str) -> datetime:
     return parse_time(value)
 
 
-def read_sqlite(path: Path, out: FileRecords) -> None:
-    """Every record of the observatory tables the file has; an unknown shape when it has none."""
+def read_sqlite(path: Path, out: FileRecords, store: Scratch | None = None) -> None:
+    """Every record of the observatory tables the file has; an unknown shape when it has none. With the
+    ``store`` that ``out`` appends to, a large ``comments`` table is read in two parts at once
+    (``importers.comment_parts``)."""
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
@@ -85,28 +95,40 @@ def read_sqlite(path: Path, out: FileRecords) -> None:
             )
             return
         out.report.shape = "observatory_sqlite"
-        for table in present:
-            _READERS[table](db, out)
+        parts = None
+        if store is not None and "comments" in present:
+            parts = CommentParts.start(read_comments, path, db, out, store)
+        try:
+            for table in present:
+                if table == "comments" and parts is not None:
+                    parts.read_own()
+                    parts.adopt()
+                else:
+                    _READERS[table](db, out)
+        finally:
+            if parts is not None:
+                parts.close()
     except sqlite3.Error as exc:
         out.report.error("file", f"SQLite file cannot be read: {exc} (records read before it are kept)")
     finally:
         db.close()
 
 
-def _api(doc: dict[str, Any]) -> dict[str, Any]:
-    return {_RENAMED.get(k, k): v for k, v in doc.items()}
-
-
 def _posts(db: sqlite3.Connection, out: FileRecords) -> None:
-    for rowid, doc in _rows(db, "posts"):
-        read_post(_api(doc), out, f"posts row {rowid}")
+    for rowid, doc in _rows(db, "posts", api=True):
+        read_post(doc, out, f"posts row {rowid}")
+
+
+def read_comments(db: sqlite3.Connection, out: FileRecords, span: tuple[int, int] | None = None) -> None:
+    """The ``comments`` table's rows (those of rowids ``span`` only, when given) into ``out``."""
+    for rowid, doc in _rows(db, "comments", api=True, span=span):
+        read_comment(
+            doc, out, f"comments row {rowid}", post_id=None, nesting_parent=None, use_source_depth=False
+        )
 
 
 def _comments(db: sqlite3.Connection, out: FileRecords) -> None:
-    for rowid, doc in _rows(db, "comments"):
-        read_comment(
-            _api(doc), out, f"comments row {rowid}", post_id=None, nesting_parent=None, use_source_depth=False
-        )
+    read_comments(db, out)
 
 
 def _agents(db: sqlite3.Connection, out: FileRecords) -> None:
