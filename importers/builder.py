@@ -54,7 +54,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from pydantic import ValidationError
@@ -114,10 +114,17 @@ _FILLABLE = ("title", "content", "author", "submolt")
 
 
 _ACT_SCHEMA = """
-CREATE TABLE act (at INTEGER, seq INTEGER, actor TEXT, aid TEXT, name TEXT, descr TEXT, file INTEGER,
-    position TEXT);
+CREATE TABLE act (at INTEGER, seq INTEGER, actor TEXT, name TEXT, file INTEGER, position TEXT);
+CREATE TABLE renamed (actor TEXT PRIMARY KEY);
 """
-"""One row per emitted post and comment: its author, for the registrations (``Builder._authors``)."""
+"""One row per emitted post and comment: its author's name, for the notes of authors seen under another name
+(``Builder._authors``)."""
+
+_FirstAct = list[Any]
+"""What ``Builder._act`` keeps of one actor's acts (``_AT`` ... ``_DESCR``): its first act in time order
+(time, emission number, author id, name, description, file, position), the first name it was seen with,
+whether another followed, and its first act with a description (key, description)."""
+_AT, _SEQ, _AID, _NAME, _DESC, _FILE, _POS, _NAME0, _OTHER, _DKEY, _DESCR = range(11)
 
 
 def _same(a: object, b: object) -> bool:
@@ -200,8 +207,9 @@ class Builder:
             self.unreadable_posts |= f.unreadable_posts
             self.unreadable_comments |= f.unreadable_comments
         self._file_no = {name: i for i, name in enumerate(store.files)}
-        self._acts: list[tuple[int, int, str, str | None, str | None, str | None, int, str]] = []
+        self._acts: list[tuple[int, int, str, str | None, int, str]] = []
         self._act_seq = 0
+        self._first_acts: dict[str, _FirstAct] = {}
         self._act_db: sqlite3.Connection | None = None
         """The ``act`` table's database, beside the records' (``Scratch.side``), made by ``build``."""
         self._first_post: dict[str, tuple[datetime, int, PostRecord]] = {}  # submolt -> its first post
@@ -313,18 +321,37 @@ class Builder:
         return event, wire
 
     def _act(self, at: datetime, author: Author | None, actor: str, origin: Origin) -> None:
-        """Remember an emitted post's or comment's author for the registrations (``_authors``)."""
+        """Remember an emitted post's or comment's author for the registrations (``_authors``): what its
+        actor's first act in time is so far (in memory: one entry per actor), and the act's name on disk."""
         if author is None:
             return
         self._act_seq += 1
-        a, file, position = author, self._file_no[origin.file], origin.position
-        self._acts.append((to_us(at), self._act_seq, actor, a.id, a.name, a.description, file, position))
+        a, at_us, seq = author, to_us(at), self._act_seq
+        file, position = self._file_no[origin.file], origin.position
+        self._acts.append((at_us, seq, actor, a.name, file, position))
         if len(self._acts) >= scratch.BATCH:
             self._flush_acts()
+        first = self._first_acts.get(actor)
+        if first is None:
+            described = a.description is not None and a.description != ""
+            self._first_acts[actor] = [
+                at_us, seq, a.id, a.name, a.description, file, position, a.name, False,
+                (at_us, seq) if described else None, a.description if described else None,
+            ]  # fmt: skip
+            return
+        if (at_us, seq) < (first[_AT], first[_SEQ]):
+            first[_AT:_NAME0] = at_us, seq, a.id, a.name, a.description, file, position
+        if a.name is not None:
+            if first[_NAME0] is None:
+                first[_NAME0] = a.name
+            elif a.name != first[_NAME0]:
+                first[_OTHER] = True
+        if a.description and (first[_DKEY] is None or (at_us, seq) < first[_DKEY]):
+            first[_DKEY], first[_DESCR] = (at_us, seq), a.description
 
     def _flush_acts(self) -> None:
         assert self._act_db is not None  # made by build() before any post or comment is emitted
-        self._act_db.executemany("INSERT INTO act VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._acts)
+        self._act_db.executemany("INSERT INTO act VALUES (?, ?, ?, ?, ?, ?)", self._acts)
         self._acts.clear()
 
     # --- dedupe -----------------------------------------------------------------------------------
@@ -903,27 +930,42 @@ class Builder:
             )
 
     def _authors(self) -> dict[str, _Agent]:
-        """The authors of the emitted posts and comments, by actor, each with its first act (the acts
-        are sorted by time on disk: posts before comments at one time, each in emission order)."""
+        """The authors of the emitted posts and comments, by actor in the time order of their first acts,
+        each with its first act's name (else id) and description (else the first description of a later
+        act); an act under another name than that is noted, in time order (posts before comments at one
+        time, each in emission order). Only the acts of authors seen under two names are read back."""
+        firsts = sorted(self._first_acts.items(), key=lambda kv: (kv[1][_AT], kv[1][_SEQ]))
+        self._first_acts = {}
         agents: dict[str, _Agent] = {}
-        acts = "SELECT at, actor, aid, name, descr, file, position FROM act ORDER BY at, seq"
-        assert self._act_db is not None
-        for at_us, actor, aid, aname, descr, file, position in scratch.rows_of(self._act_db, acts):
-            name = aname or aid or actor
-            known = agents.get(actor)
-            if known is None:
-                origin = self.store.origin(file, position)
-                agents[actor] = _Agent(actor, name, from_us(at_us), origin, descr)
-                continue
-            if aname is not None and aname != known.name:
+        renamed: list[tuple[str]] = []
+        for actor, first in firsts:
+            name = first[_NAME] or first[_AID] or actor
+            origin = self.store.origin(first[_FILE], first[_POS])
+            description = first[_DESC] if first[_DESC] is not None else first[_DESCR]
+            agents[actor] = _Agent(actor, name, from_us(first[_AT]), origin, description)
+            if first[_OTHER] or (first[_NAME0] is not None and first[_NAME0] != name):
+                renamed.append((actor,))
+        del firsts
+        if renamed:
+            self._renamed(agents, renamed)
+        return agents
+
+    def _renamed(self, agents: dict[str, _Agent], renamed: list[tuple[str]]) -> None:
+        """Note every act of the ``renamed`` actors under another name than their agent's."""
+        db = self._act_db
+        assert db is not None
+        db.executemany("INSERT INTO renamed VALUES (?)", renamed)
+        acts = (
+            "SELECT actor, name, file, position FROM act WHERE name IS NOT NULL "
+            "AND actor IN (SELECT actor FROM renamed) ORDER BY at, seq"
+        )
+        for actor, aname, file, position in scratch.rows_of(db, acts):
+            if aname != agents[actor].name:  # never the first act: its name, when it has one, is the agent's
                 self._note(
                     self.store.origin(file, position),
                     "agent id seen with another name (first name kept)",
                     f"{actor}: {aname}",
                 )
-            if known.description is None and descr:
-                known.description = descr
-        return agents
 
     def _listed(self, agents: dict[str, _Agent]) -> None:
         """Add the agents of the files' agents listings to ``agents`` (first row of a name kept)."""

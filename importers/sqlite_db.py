@@ -4,10 +4,12 @@
 
 The file is opened read-only and immutable (``mode=ro&immutable=1``): an untrusted archive is read,
 never written, and no journal beside it is looked at. Rows are streamed table by table in ``rowid``
-order; each row goes through the same record readers as a JSON object, with the observatory's column
-names mapped to the API's (``agent_id`` -> ``author_id``, ``agent_name`` -> ``author_name``), so the
-same rules apply (a net ``score``, ids, zoned timestamps) and the same report counts what was read,
-skipped and left out (``url``, ``is_pinned``, ``fetched_at`` ... as "fields not imported").
+order (a comments table of ``comment_parts.MIN_ROWS`` rows or more in two parts at once, one of them in a
+worker process, with the store and report of one read: ``importers.comment_parts``); each row goes
+through the same record readers as a JSON object, with the observatory's column names mapped to the API's
+(``agent_id`` -> ``author_id``, ``agent_name`` -> ``author_name``), so the same rules apply (a net
+``score``, ids, zoned timestamps) and the same report counts what was read, skipped and left out
+(``url``, ``is_pinned``, ``fetched_at`` ... as "fields not imported").
 
 A file with none of the tables is an unknown shape. Times the SQLite itself wrote
 (``CURRENT_TIMESTAMP``, ``YYYY-MM-DD HH:MM:SS`` without a zone) are UTC by SQLite's definition; they are
