@@ -123,7 +123,7 @@ CREATE TABLE renamed (actor TEXT PRIMARY KEY);
 _FirstAct = list[Any]
 """What ``Builder._act`` keeps of one actor's acts (``_AT`` ... ``_DESCR``): its first act in time order
 (time, emission number, author id, name, description, file, position), the first name it was seen with,
-whether another followed, and its first act with a description (key, description)."""
+whether another followed, and its first act with a description (time, description)."""
 _AT, _SEQ, _AID, _NAME, _DESC, _FILE, _POS, _NAME0, _OTHER, _DKEY, _DESCR = range(11)
 
 
@@ -332,22 +332,23 @@ class Builder:
         if len(self._acts) >= scratch.BATCH:
             self._flush_acts()
         first = self._first_acts.get(actor)
+        name, description = a.name, a.description
         if first is None:
-            described = a.description is not None and a.description != ""
             self._first_acts[actor] = [
-                at_us, seq, a.id, a.name, a.description, file, position, a.name, False,
-                (at_us, seq) if described else None, a.description if described else None,
+                at_us, seq, a.id, name, description, file, position, name, False,
+                at_us if description else None, description or None,
             ]  # fmt: skip
             return
-        if (at_us, seq) < (first[_AT], first[_SEQ]):
-            first[_AT:_NAME0] = at_us, seq, a.id, a.name, a.description, file, position
-        if a.name is not None:
+        # an act comes after every act before it in emission order, so its time alone says if it is earlier
+        if at_us < first[_AT]:
+            first[_AT:_NAME0] = at_us, seq, a.id, name, description, file, position
+        if name is not None and name != first[_NAME0]:
             if first[_NAME0] is None:
-                first[_NAME0] = a.name
-            elif a.name != first[_NAME0]:
+                first[_NAME0] = name
+            else:
                 first[_OTHER] = True
-        if a.description and (first[_DKEY] is None or (at_us, seq) < first[_DKEY]):
-            first[_DKEY], first[_DESCR] = (at_us, seq), a.description
+        if description and (first[_DKEY] is None or at_us < first[_DKEY]):
+            first[_DKEY], first[_DESCR] = at_us, description
 
     def _flush_acts(self) -> None:
         assert self._act_db is not None  # made by build() before any post or comment is emitted

@@ -207,5 +207,7 @@ class CommentParts:
             self.proc.terminate()
         self.proc.join(10)
         self.conn.close()
+        if self.own is None and self.own_store is not None:  # not read (an error before it): still open
+            self.own_store.close()
         for folder in self.parts:
             shutil.rmtree(folder, ignore_errors=True)
