@@ -109,16 +109,16 @@ class CommentParts:
         """Parts for the ``comments`` table of ``db`` (the file ``path``, read into ``out`` by ``read``):
         when it spans ``MIN_ROWS`` rowids or more on a machine with two cores or more; None (read it row by
         row) else."""
-        comments = _span(db, "comments")
-        if comments is None or comments[1] - comments[0] + 1 < MIN_ROWS or _cores() < 2:
+        if not isinstance(out.comments, Log) or _cores() < 2:
             return None
-        if not isinstance(out.comments, Log):
+        try:
+            comments = _span(db, "comments")
+            has_posts = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'posts'")
+            posts = _span(db, "posts") if has_posts.fetchone() else None
+        except sqlite3.Error:  # no rowid (a WITHOUT ROWID table): read row by row, which says so in its place
             return None
-        posts = (
-            _span(db, "posts")
-            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'posts'").fetchone()
-            else None
-        )
+        if comments is None or comments[1] - comments[0] + 1 < MIN_ROWS:
+            return None
         n_posts = 0 if posts is None else posts[1] - posts[0] + 1
         n_comments = comments[1] - comments[0] + 1
         first = min(n_comments, (n_posts + n_comments) // 2)  # this process reads the posts, then the rest

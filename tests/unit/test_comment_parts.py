@@ -91,6 +91,24 @@ def test_two_parts_give_the_import_of_one_read(archive: Path, monkeypatch: pytes
     assert entry["ignored_fields"]["comment.mood"] == comments
 
 
+def test_a_table_without_rowids_is_read_row_by_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "observatory.sqlite"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE posts (id TEXT PRIMARY KEY, title TEXT, content TEXT, created_at TEXT)")
+        db.execute("CREATE TABLE comments (id TEXT PRIMARY KEY, post_id TEXT, created_at TEXT) WITHOUT ROWID")
+        db.execute("INSERT INTO posts VALUES ('p1', 't', 'c', '2026-01-30T17:00:00+00:00')")
+        db.execute("INSERT INTO comments VALUES ('k1', 'p1', '2026-01-30T17:01:00+00:00')")
+    db.close()
+    alone, alone_report, _ = _imported(path, 10**12, monkeypatch)
+    parted, parted_report, used = _imported(path, 0, monkeypatch)
+    assert used == 0
+    assert (parted, parted_report) == (alone, alone_report)
+    entry = alone_report["files"][0]
+    assert entry["read"] == {"posts": 1}  # the posts before the table that cannot be read are kept
+    assert entry["errors"][0]["message"].startswith("SQLite file cannot be read: no such column: rowid")
+
+
 def _failing(fail_at: int, db: sqlite3.Connection, out: FileRecords, span: Span | None = None) -> None:
     """``read_comments`` on a file whose row ``fail_at`` cannot be read: the rows before it, then an error."""
     lo, hi = span or db.execute("SELECT min(rowid), max(rowid) FROM comments").fetchone()
