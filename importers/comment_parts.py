@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from molt_society.importers.makers import MakerError
+from molt_society.importers.makers import MakerError, cores
 from molt_society.importers.records import FileRecords
 from molt_society.importers.report import FileReport
 from molt_society.importers.scratch import Log, Scratch
@@ -94,10 +94,6 @@ def _work(read: Reader, path: str, name: str, span: Span, folder: str, parent: i
     conn.close()
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 class CommentParts:
     """The comments of one SQLite file read in two parts: the first by a worker (started here), the second
     by ``read_own`` in this process; ``adopt`` puts both in the import's store."""
@@ -109,7 +105,7 @@ class CommentParts:
         """Parts for the ``comments`` table of ``db`` (the file ``path``, read into ``out`` by ``read``):
         when it spans ``MIN_ROWS`` rowids or more on a machine with two cores or more; None (read it row by
         row) else."""
-        if not isinstance(out.comments, Log) or _cores() < 2:
+        if not isinstance(out.comments, Log) or cores() < 2:
             return None
         try:
             comments = _span(db, "comments")

@@ -147,10 +147,15 @@ def start(builder: Builder) -> Makers | None:
     series (whose tallies read the record store)."""
     store, spill = builder.store, builder.spill
     records = store.count("post") + store.count("comment")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if spill is None or builder.series or records < MIN_RECORDS or cores < 2:
+    n = cores()
+    if spill is None or builder.series or records < MIN_RECORDS or n < 2:
         return None
-    return Makers(builder.society, list(store.files), cores, spill.folder(), spill.run_size)
+    return Makers(builder.society, list(store.files), n, spill.folder(), spill.run_size)
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, where the platform says)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Makers:
