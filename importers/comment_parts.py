@@ -100,22 +100,28 @@ class CommentParts:
 
     @classmethod
     def start(
-        cls, read: Reader, path: Path, db: sqlite3.Connection, out: FileRecords, store: Scratch
+        cls,
+        read: Reader,
+        path: Path,
+        db: sqlite3.Connection,
+        out: FileRecords,
+        store: Scratch,
+        *,
+        posts: bool,
     ) -> CommentParts | None:
-        """Parts for the ``comments`` table of ``db`` (the file ``path``, read into ``out`` by ``read``):
-        when it spans ``MIN_ROWS`` rowids or more on a machine with two cores or more; None (read it row by
-        row) else."""
+        """Parts for the ``comments`` table of ``db`` (the file ``path``, read into ``out`` by ``read``;
+        with a ``posts`` table when ``posts``): when it spans ``MIN_ROWS`` rowids or more on a machine with
+        two cores or more; None (read it row by row) else."""
         if not isinstance(out.comments, Log) or cores() < 2:
             return None
         try:
             comments = _span(db, "comments")
-            has_posts = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'posts'")
-            posts = _span(db, "posts") if has_posts.fetchone() else None
+            post_span = _span(db, "posts") if posts else None
         except sqlite3.Error:  # no rowid (a WITHOUT ROWID table): read row by row, which says so in its place
             return None
         if comments is None or comments[1] - comments[0] + 1 < MIN_ROWS:
             return None
-        n_posts = 0 if posts is None else posts[1] - posts[0] + 1
+        n_posts = 0 if post_span is None else post_span[1] - post_span[0] + 1
         n_comments = comments[1] - comments[0] + 1
         first = min(n_comments, (n_posts + n_comments) // 2)  # this process reads the posts, then the rest
         return cls(read, path, out, store, (comments[0], comments[0] + first - 1), comments[1])

@@ -171,12 +171,11 @@ class Scratch:
         db.execute("ATTACH DATABASE ? AS part", (str(part),))
         try:
             db.execute("BEGIN")
-            (n,) = db.execute("SELECT count(*) FROM part.comment").fetchone()
-            db.execute(
+            n = db.execute(
                 "INSERT INTO comment SELECT seq + ?, id, post_id, parent_id, src_depth, ?, ?, created, 0, "
                 "NULL, NULL, NULL FROM part.comment ORDER BY seq",
                 (base, log.snap, log.file),
-            )
+            ).rowcount
             db.execute(
                 "INSERT INTO comment_rec SELECT seq + ?, rec FROM part.comment_rec ORDER BY seq", (base,)
             )
@@ -185,7 +184,7 @@ class Scratch:
             db.execute("DETACH DATABASE part")
             db.execute("BEGIN")
         self._seq["comment"] += n
-        return int(n)
+        return n
 
     def close(self) -> None:
         for db in self._sides:

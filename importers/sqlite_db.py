@@ -99,7 +99,7 @@ def read_sqlite(path: Path, out: FileRecords, store: Scratch | None = None) -> N
         out.report.shape = "observatory_sqlite"
         parts = None
         if store is not None and "comments" in present:
-            parts = CommentParts.start(read_comments, path, db, out, store)
+            parts = CommentParts.start(read_comments, path, db, out, store, posts="posts" in present)
         try:
             for table in present:
                 if table == "comments" and parts is not None:

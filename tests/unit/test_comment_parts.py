@@ -59,8 +59,8 @@ def _imported(path: Path, parts_from: int, monkeypatch: pytest.MonkeyPatch) -> t
         used: list[bool] = []
         start = CommentParts.start
 
-        def counted(*args: Any) -> CommentParts | None:
-            made = start(*args)
+        def counted(*args: Any, **kwargs: Any) -> CommentParts | None:
+            made = start(*args, **kwargs)
             used.append(made is not None)
             return made
 
@@ -151,7 +151,7 @@ def test_a_worker_that_dies_ends_the_import_saying_so(archive: Path, tmp_path: P
     try:
         with pytest.MonkeyPatch.context() as m:
             m.setattr(comment_parts, "MIN_ROWS", 0)
-            parts = CommentParts.start(_dies, archive, db, out, store)
+            parts = CommentParts.start(_dies, archive, db, out, store, posts=True)
         assert parts is not None
         try:
             with pytest.raises(MakerError, match=r"comments ended \(exit code -9\) before it had read them"):
