@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 TICKS = 20
 FORK = 8
 AGENTS = 100
-BEHAVIOUR = Path(__file__).resolve().parents[2] / "agents" / "behaviour.toml"
+BEHAVIOUR = Path(__file__).resolve().parents[2] / "molt_society" / "agents" / "behaviour.toml"
 TERM = re.compile(r"(?<!\w)shell(?!\w)", re.IGNORECASE)
 
 

@@ -75,7 +75,7 @@ def _copy_clone(dest: Path) -> Path:
             continue  # deleted in the working tree
         target = clone / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target, follow_symlinks=False)  # molt_society/'s links stay links
+        shutil.copy2(src, target, follow_symlinks=False)
     (clone / ".venv").symlink_to(REPO / ".venv")
     (dest / "shared").symlink_to(REPO.parent / "shared")
     return clone

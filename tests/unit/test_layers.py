@@ -1,4 +1,5 @@
-"""The layers and the one import name: the contracts of pyproject.toml hold; nothing imports a bare folder.
+"""The layers and the one import name: the contracts of pyproject.toml hold; the layers are the real
+subpackages of ``molt_society`` (no link in the tree); nothing imports a bare folder.
 
 The layer order is written once, in ``pyproject.toml`` (``[tool.importlinter]``); import-linter builds the
 import graph with grimp, which reads every import statement of a module, function-level ones included.
@@ -18,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-LINKS = REPO / "molt_society"
+PACKAGE = REPO / "molt_society"
 
 
 def _layer_names() -> set[str]:
@@ -41,15 +42,39 @@ def test_the_layer_contracts_hold() -> None:
     assert "2 kept, 0 broken" in done.stdout
 
 
-def test_every_top_level_package_is_linked_and_layered() -> None:
-    folders = {p.parent.name for p in REPO.glob("*/__init__.py")} - {"molt_society"}
-    links = {p.name for p in LINKS.iterdir() if p.is_symlink()}
-    assert folders == links, "every top-level package is installed under molt_society"
-    for name in links:
-        assert (LINKS / name).resolve() == REPO / name
-    assert _layer_names() == links, "every package stands in exactly one layer"
-    packages = set(PYPROJECT["tool"]["setuptools"]["packages"])
-    assert packages == {"molt_society"} | {f"molt_society.{n}" for n in links}
+def _subpackages() -> set[str]:
+    return {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
+def test_every_subpackage_stands_in_one_layer_and_nothing_is_a_link() -> None:
+    assert _layer_names() == _subpackages(), "every package stands in exactly one layer"
+    tops = {p.parent.name for p in REPO.glob("*/__init__.py")}
+    assert tops == {"molt_society"}, f"code outside the package: {sorted(tops)}"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(tracked) > 100
+    links = [line.split("\t", 1)[1] for line in tracked if line.startswith("120000 ")]
+    assert links == [], "symbolic links in the tree"
+    assert not [p for p in PACKAGE.rglob("*") if p.is_symlink()]
+
+
+def test_the_package_imports_from_any_directory(tmp_path: Path) -> None:
+    """Installed, not found through the working directory: ``import molt_society.warehouse`` from elsewhere
+    loads this tree's module, once."""
+    code = (
+        "import sys, molt_society.warehouse as w; print(w.__file__); "
+        "print(sum(m.split('.')[0] in ('warehouse', 'schemas') for m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    where, bare = done.stdout.split()
+    assert Path(where).resolve() == PACKAGE / "warehouse" / "__init__.py"
+    assert bare == "0"
 
 
 def _bare_imports(path: Path, bare: set[str]) -> list[str]:
@@ -67,7 +92,7 @@ def _bare_imports(path: Path, bare: set[str]) -> list[str]:
 def test_nothing_imports_a_bare_folder_name() -> None:
     """``import schemas`` would load a second copy of the module beside ``molt_society.schemas``."""
     bare = _layer_names()
-    files = [p for d in [*sorted(bare), "tests"] for p in sorted((REPO / d).rglob("*.py"))]
+    files = [p for d in [PACKAGE, REPO / "tests"] for p in sorted(d.rglob("*.py"))]
     assert len(files) > 100
     found = [hit for p in files for hit in _bare_imports(p, bare)]
     assert found == []
@@ -108,10 +133,10 @@ MAX_FUNCTION_LINES = 80
 
 
 def test_no_function_over_80_lines_outside_the_benchmarks() -> None:
-    """Issue 16: a function longer than a screen is split into named steps (``bench/`` is exempt)."""
+    """Issue 16: a function longer than a screen is split into named steps (the benchmarks are exempt)."""
     long = []
     for name in sorted(_layer_names() - {"bench"}):
-        for path in sorted((REPO / name).rglob("*.py")):
+        for path in sorted((PACKAGE / name).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     lines = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -130,8 +155,7 @@ def test_the_wheel_installs_one_import_name(tmp_path: Path) -> None:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    for name in ["molt_society", *_layer_names()]:
-        shutil.copytree(REPO / name, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE, src / "molt_society", ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
          "-w", str(tmp_path / "dist")],

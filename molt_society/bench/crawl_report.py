@@ -35,7 +35,7 @@ from molt_society.report.source import ClientWarehouse
 from molt_society.report.write import write_report
 
 err = Console(stderr=True)
-CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
+CRAWL = Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
 BEGIN, END = markers("crawl-report")
 SOCIETY = "crawl"
 

@@ -85,7 +85,7 @@ def code_state() -> dict[str, tuple[str, float]]:
     """Hash and mtime of the pipeline's source files (others may edit them while the benchmark runs)."""
     out: dict[str, tuple[str, float]] = {}
     for d in CODE_DIRS:
-        for path in sorted((REPO / d).rglob("*")):
+        for path in sorted((REPO / "molt_society" / d).rglob("*")):
             if path.suffix in (".py", ".sql", ".toml") and path.is_file():
                 with contextlib.suppress(OSError):
                     data = path.read_bytes()

@@ -8,7 +8,7 @@ benchmark passes its environment to the stream worker, the sink and the producer
 - ``GCPROBE_MODE=threshold`` sets ``gc.set_threshold(100_000, 50, 100)``;
   ``GCPROBE_MODE=freeze`` calls ``gc.freeze()`` every 5 s.
 
-    PYTHONPATH=$PWD/bench/gcprobe GCPROBE_MODE=threshold \\
+    PYTHONPATH=$PWD/molt_society/bench/gcprobe GCPROBE_MODE=threshold \\
         .venv/bin/python -m molt_society.bench.pipeline --skip ceiling sink latency --keep
 """
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 FATAL_MARKERS = (b'"event": "processor.stopped"', b"Traceback (most recent call last)")
 """Log lines after which a child that is still running no longer does its job."""

@@ -27,7 +27,7 @@ from molt_society.bench.report import real_post_texts
 from molt_society.report.embeddings import BATCH_BY_RUNTIME, Encoder, FloatMatrix
 
 BEGIN, END = markers("embeddings")
-CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
+CRAWL = Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
 BASELINE = ("torch", 16)
 
 

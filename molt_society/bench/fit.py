@@ -32,7 +32,7 @@ from molt_society.calibration.fitted_file import fit_record, write_fitted
 from molt_society.calibration.moments import MOMENTS, distance
 from molt_society.calibration.simulated import society_moments
 
-CRAWL = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
+CRAWL = Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook" / "crawl-2026-01-31"
 BEGIN, END = markers("fit")
 GOAL_S = 20 * 60.0
 

@@ -46,7 +46,7 @@ from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import ModelCalled
 
 BEGIN, END = markers("llm-rate")
-STUB = Path(__file__).resolve().parents[1] / "tests" / "llm_stub.py"
+STUB = Path(__file__).resolve().parents[2] / "tests" / "llm_stub.py"
 DELAY_S = 0.2
 ROUNDS = 25  # answers per slot and configuration
 MAX_AGENTS = 2_000

@@ -40,7 +40,7 @@ from molt_society.warehouse.sink_http import query_http
 BEGIN, END = REPORT
 
 err = Console(stderr=True)
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "moltbook"
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
 
 
 def load_society(events: int, tmp: Path, society: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from molt_society.dashboard.panels import PANELS, Query
 
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "society-clickhouse"}
-OUT = Path(__file__).resolve().parents[1] / "docker" / "grafana" / "dashboards" / "society.json"
+OUT = Path(__file__).resolve().parents[2] / "docker" / "grafana" / "dashboards" / "society.json"
 
 LAYOUT_TABLE = """
 activity   totals        table       24  4  Totals
