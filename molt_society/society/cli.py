@@ -1096,7 +1096,7 @@ def stop(timeout: float) -> None:
     """Stop the running stack cleanly: its driver (`society run`) drains, flushes and stops everything.
 
     A stack whose driver died is cleared instead: what still runs of it is stopped, its state removed."""
-    from molt_society.society.stack import stop_stack
+    from molt_society.society.stale_stack import stop_stack
 
     sys.exit(
         stop_stack(get_settings(), timeout, lambda msg: console.print(msg, highlight=False, markup=False))

@@ -57,7 +57,7 @@ from molt_society.society.experiment_base import ExperimentError as ExperimentEr
 from molt_society.society.experiment_plan import BaseHistory, build_plan, needs_history
 from molt_society.society.experiment_progress import Display
 from molt_society.society.experiment_store import ExperimentRow, Recorded, Store, new_version, now
-from molt_society.society.stack import check_no_live_stack
+from molt_society.society.stale_stack import check_no_live_stack
 from molt_society.society.stored import held_by, next_generation
 
 log = get_logger(__name__)

@@ -1,6 +1,6 @@
 """``society run``: start the local stack, drive the clock, show live figures, drain, summarise.
 
-While the clock runs, a ``society.stack.Supervisor`` restarts the pipeline processes that die and says what
+While the clock runs, ``society.supervisor.Supervisor`` restarts the pipeline processes that die and says what
 is wrong right now (a restart, a broker that does not answer, a barrier waiting for some partitions, a sink
 whose inserts fail) on the live display and in ``<run>/run.log``. SIGTERM, SIGINT or SIGHUP stop the society
 cleanly (``society.signals.Signals``); a lost local broker, a role that keeps dying or a barrier that times
@@ -47,7 +47,9 @@ from molt_society.society.fork import ForkPoint, copy_history, fork_point, fork_
 from molt_society.society.live import STYLES, Figures, collect, line, render
 from molt_society.society.recover import new_generation, replay_history, resume_point
 from molt_society.society.signals import SIGNAL_DRAIN_SECONDS, Interrupted, Signals
-from molt_society.society.stack import BrokerLost, BrokerLostHook, LocalStack, Supervisor, check_no_live_stack
+from molt_society.society.stack import BrokerLost, BrokerLostHook, LocalStack
+from molt_society.society.stale_stack import check_no_live_stack
+from molt_society.society.supervisor import Supervisor
 from molt_society.society.trim import Trimmer, trim_enabled
 
 log = get_logger(__name__)

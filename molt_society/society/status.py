@@ -2,7 +2,7 @@
 
 Lag comes from ``runtime.lag``: measured against the high watermark a fetch returns, not ``end_offsets``
 (which the local Tansu broker reports wrongly). A stack whose driver died is reported and cleared
-(``society.stack.clear_stale_stack``).
+(``society.stale_stack.clear_stale_stack``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from rich.table import Table
 from molt_society.runtime import lag
 from molt_society.runtime.pids import pid_alive
 from molt_society.runtime.settings import Settings
+from molt_society.runtime.stack_state import read_state
 from molt_society.schemas.topics import Role, topic_name
-from molt_society.society.stack import clear_stale_stack, driver_of, read_state
+from molt_society.society.stale_stack import clear_stale_stack, driver_of
 
 
 async def collect(bootstrap: str, society: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 ``SOCIETY_BROKER=tansu``; chDB; real child processes) driven as a user runs it, with one process killed,
 stalled or signalled mid-run. ``make test`` runs this file on both local brokers.
 
-The stack's supervisor (``society.stack.Supervisor``) must notice what happened, say it, restart what
+The stack's supervisor (``society.supervisor.Supervisor``) must notice what happened, say it, restart what
 died and finish the run by itself; the events stored in ClickHouse are then compared, id by id and row
 by row (no FINAL), with an in-process run of the same seed (``agents.offline.simulate``): nothing lost,
 nothing duplicated. Stopping the driver (SIGTERM) or killing it (SIGKILL) must leave no process behind.
