@@ -45,7 +45,7 @@ from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.interventions import ArmRuntime
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
-from molt_society.runtime import kafka
+from molt_society.runtime import kafka, process_status
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
@@ -174,6 +174,7 @@ class AgentWorker:
             shards=self.s.shards,
             roster_mb=round(self.roster.nbytes() / 2**20, 1),
         )
+        process_status.mark_ready(shards=self.s.shards)
         work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]] = asyncio.Queue()
         gaps = self.gaps = Contiguous(consumer, "agents")
         acting = asyncio.create_task(self._act(work, consumer, producer, feeds, partitions, stop))

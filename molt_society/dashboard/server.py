@@ -29,6 +29,7 @@ from aiohttp import web
 from molt_society.dashboard.experiments import add_routes as add_experiment_routes
 from molt_society.dashboard.panels import PANELS
 from molt_society.dashboard.snapshot import Snapshotter
+from molt_society.runtime import process_status
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.web_guard import check_bind, guard
@@ -160,6 +161,7 @@ async def serve(settings: Settings, society: str, bootstrap: str | None, stop: a
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"url": url, "started_at": time.time()}))
     log.info("dashboard.started", url=url, society=society, bootstrap=bootstrap)
+    process_status.mark_ready(url=url)
     tasks = [asyncio.create_task(snapshotter.run(stop))]
     if snapshotter.broker is not None:
         tasks.append(asyncio.create_task(snapshotter.broker.run(stop)))

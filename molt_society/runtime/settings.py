@@ -273,6 +273,16 @@ class Settings(BaseSettings):
         default=5, ge=1, description="restarts of one role in restart_window_seconds before the run stops"
     )
     restart_window_seconds: float = Field(default=120.0, gt=0, description="window of restart_limit")
+    child_silence_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="a child process whose status file has not beaten this long is said to be silent",
+    )
+    child_stall_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="a child process silent this long is killed and restarted (>= child_silence_seconds)",
+    )
     broker_stall_seconds: float = Field(
         default=5.0, gt=0, description="broker silence after which the run says it does not answer"
     )

@@ -2,7 +2,7 @@
 
 - ``SIGUSR1`` writes the Python stack of every thread (``faulthandler``: it works even when the event loop
   or the GIL holder is stuck) to the process's log. Every process of the stack enables it (the pipeline's
-  workers through ``runtime.worker_args``, the driver in ``society.run``); Faust's workers replace it with
+  processes through ``runtime.process_main``, the driver in ``society.run``); Faust's workers replace it with
   mode's own ``SIGUSR1`` handler, which logs the stacks of their tasks.
 - ``SIGUSR2`` writes the stack of every asyncio task of the loop it was installed on (where each coroutine
   waits), for a loop that still runs but whose work waits on something that never comes.

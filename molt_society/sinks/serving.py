@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from molt_society.runtime import process_status
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.web_guard import check_bind, guard
 from molt_society.sinks.stats import SinkStats
@@ -89,6 +90,7 @@ class SinkServer:
         self.url = f"http://127.0.0.1:{self._port}"
         self._runner = runner
         self._write_state()
+        process_status.mark_ready(url=self.url)
 
     async def close(self) -> None:
         """Stop serving, remove the state file, close the read-only session."""

@@ -37,6 +37,7 @@ from molt_society.runtime.broker import child_preexec, ensure_topics
 from molt_society.runtime.brokers import Broker, start_broker
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.pids import process_start_time
+from molt_society.runtime.process_status import forget_status
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import state_path
 from molt_society.society.model_server import LocalModelServer
@@ -184,6 +185,7 @@ class Child:
     log_path: Path
     index: int = 0
     start_time: int | None = None  # /proc start time: tells this process from a later one with its pid
+    spawned_at: float = field(default_factory=time.time)
 
     @property
     def label(self) -> str:
@@ -455,6 +457,8 @@ class LocalStack:
             self.stop_role(role, timeout)
             if role == "agents" and self.model_server is not None:
                 self.model_server.stop()
+        for child in self.children:  # a killed child leaves its status file behind
+            forget_status(self.run_dir, child.role, child.process.pid)
 
     def stop(self, timeout: float = 30.0, together: bool = False) -> None:
         """Stop the children (``stop_children``), then the broker; removes ``stack.json``."""

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from molt_society.runtime.pids import pid_alive
+from molt_society.runtime.process_status import STATUS_DIR
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state as read_state
 from molt_society.runtime.stack_state import state_path
@@ -111,6 +112,10 @@ def clear_stale_stack(settings: Settings) -> StaleStack | None:
         with contextlib.suppress(OSError, ValueError):
             pid = json.loads(f.read_text()).get("pid")
             if not (isinstance(pid, int) and pid_alive(pid)):
+                f.unlink()
+    for f in (settings.state_dir / society / STATUS_DIR).glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            if not pid_alive(int(f.stem.rpartition("-")[2])):
                 f.unlink()
     with contextlib.suppress(OSError):
         path.unlink()

@@ -1,4 +1,5 @@
-"""``society status``: throughput, lag from the high watermark, and dead letters of the running stack.
+"""``society status``: throughput, lag from the high watermark, and dead letters of the running stack;
+each of its processes with what its status file says (ready, last heartbeat).
 
 Lag comes from ``runtime.lag``: measured against the high watermark a fetch returns, not ``end_offsets``
 (which the local Tansu broker reports wrongly). A stack whose driver died is reported and cleared
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from molt_society.runtime import lag
 from molt_society.runtime.pids import pid_alive
+from molt_society.runtime.process_status import read_status
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.stack_state import read_state
 from molt_society.schemas.topics import Role, topic_name
@@ -99,11 +101,24 @@ def print_status(settings: Settings, console: Console) -> int:
     for p in state["processes"]:
         alive = pid_alive(int(p["pid"]), p.get("start"))
         again = f"  restarted {restarts[p['role']]}x" if restarts.get(p["role"]) else ""
+        how = _how(settings, society, str(p["role"]), int(p["pid"])) if alive else ""
         console.print(
-            f"{p['role']:8s} pid {p['pid']}{'' if alive else ' (exited)'}{again}  log {p['log']}",
+            f"{p['role']:8s} pid {p['pid']}{'' if alive else ' (exited)'}{again}{how}  log {p['log']}",
             highlight=False,
         )
     return 0
+
+
+def _how(settings: Settings, society: str, role: str, pid: int) -> str:
+    """What the process's status file says (``runtime.process_status``): ready or not, its last beat."""
+    status = read_status(settings.state_dir / society, role, pid)
+    if status is None:
+        return "  (no status file yet)"
+    if status.ready is None:
+        ready = "not ready yet"
+    else:
+        ready = f"ready {status.ready - status.started:.1f} s after start"
+    return f"  {ready}, last beat {max(0.0, time.time() - status.beat):.0f} s ago"
 
 
 STATUS_TIMEOUT = 15.0

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
-import urllib.request
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +19,10 @@ from dataclasses import dataclass
 from molt_society.runtime.apache_kafka import KafkaBroker
 from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.process_status import forget_status, read_status
 from molt_society.runtime.stack_state import read_state as read_state
 from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.society.liveness import Liveness
 from molt_society.society.stack import (
     SUPERVISED,
     BrokerLost,
@@ -34,8 +34,6 @@ from molt_society.society.stack import (
 )
 
 log = get_logger(__name__)
-
-READY_EVENTS = {"agents": "agents.started", "streams": "processor.rebuilt"}  # log events of a working child
 
 
 @dataclass
@@ -52,7 +50,6 @@ class _Recovering:
     child: Child
     exited_at: float
     restarted_at: float
-    log_offset: int
     ready: bool = False
 
 
@@ -87,6 +84,7 @@ class Supervisor:
         self._stall_said = False
         self._renew_after: float | None = None  # a restarted Kafka: renew the clients once it answers
         self._renewing: dict[int, float] = {}  # pid -> when it is killed if it has not exited
+        self.liveness = Liveness(stack.run_dir, s.child_silence_seconds, s.child_stall_seconds)
 
     async def run(self) -> None:
         self.stack.supervised = True
@@ -96,6 +94,7 @@ class Supervisor:
             while True:
                 self._check_broker_process()
                 self._check_children()
+                self._check_liveness()
                 self._restart_due()
                 await self._check_ready()
                 if time.monotonic() - beat >= self.HEARTBEAT_S:
@@ -265,6 +264,8 @@ class Supervisor:
         while history and mono - history[0] > window:
             history.popleft()
         self.recovering.pop(pid, None)
+        forget_status(self.stack.run_dir, child.role, pid)
+        self.conditions.pop(f"silent:{child.role}:{child.index}", None)
         error = last_error_line(child.log_path)
         status = describe_exit(code)
         said_error = f"; its last error: {error}" if error else ""
@@ -296,7 +297,6 @@ class Supervisor:
                 continue
             del self.down[pid]
             old = down.child
-            offset = old.log_path.stat().st_size if old.log_path.exists() else 0
             new = self.stack.respawn(old, reason=describe_exit(down.code))
             now = time.time()
             self.stack.journal(
@@ -311,7 +311,7 @@ class Supervisor:
             self.conditions[f"child:{new.role}:{new.index}"] = (
                 f"{new.label} restarted as pid {new.process.pid}; waiting for it to work"
             )
-            rec = _Recovering(new, down.exited_at, now, offset)
+            rec = _Recovering(new, down.exited_at, now)
             self.recovering[new.process.pid] = rec
             self.awaiting_tick.append((new.role, down.exited_at))
 
@@ -340,28 +340,44 @@ class Supervisor:
                 self.conditions.pop(f"child:{rec.child.role}:{rec.child.index}", None)
 
     def _is_ready(self, rec: _Recovering) -> str | None:
-        """None while the restarted child does not work yet; else what to add to "works again"."""
-        role, pid = rec.child.role, rec.child.process.pid
-        if role in ("sinks", "dashboard"):
-            name = "sink.json" if role == "sinks" else "dashboard.json"
-            try:
-                doc = json.loads((self.stack.run_dir / name).read_text())
-                url = str(doc["url"])
-                if role == "sinks" and doc.get("pid") != pid:
-                    return None
-                with urllib.request.urlopen(f"{url}/health" if role == "sinks" else url, timeout=2):
-                    return f" ({url})" if role == "dashboard" else ""
-            except (OSError, ValueError, KeyError, TypeError):
-                return None
-        marker = READY_EVENTS.get(role)
-        if marker is None:
-            return ""
-        try:
-            with open(rec.child.log_path, "rb") as f:
-                f.seek(rec.log_offset)
-                return "" if f'"{marker}"'.encode() in f.read() else None
-        except OSError:
+        """None while the restarted child does not work yet (its status file says when it does); else
+        what to add to "works again"."""
+        status = read_status(self.stack.run_dir, rec.child.role, rec.child.process.pid)
+        if status is None or status.ready is None:
             return None
+        url = status.ready_detail.get("url")
+        return f" ({url})" if rec.child.role == "dashboard" and url else ""
+
+    # --------------------------------------------------------------------------------- liveness
+    def _check_liveness(self) -> None:
+        """Children whose status file stopped beating: said while silent, killed once stalled (their exit is
+        then handled as any other: restarted with backoff)."""
+        supervised = [c for c in self.stack.children if c.role in SUPERVISED]
+        for change in self.liveness.check(supervised, time.time()):
+            child, pid, silent = change.child, change.child.process.pid, round(change.silent_s, 1)
+            key = f"silent:{child.role}:{child.index}"
+            if change.kind == "silent":
+                message = (
+                    f"{child.label} (pid {pid}) has not beaten for {silent:.0f} s (its event loop does not "
+                    f"turn); it is killed and restarted at {self.liveness.stall_s:.0f} s"
+                )
+                self.conditions[key] = message
+                self.stack.journal(
+                    "stack.child_silent", level="warning", role=child.role, pid=pid, silent_s=silent
+                )
+                self.say("warning", message)
+            elif change.kind == "beats_again":
+                self.conditions.pop(key, None)
+                self.stack.journal("stack.child_beats_again", role=child.role, pid=pid, silent_s=silent)
+                self.say("info", f"{child.label} (pid {pid}) beats again after {silent:.0f} s of silence")
+            else:
+                self.conditions.pop(key, None)
+                self.stack.journal(
+                    "stack.child_stalled", level="warning", role=child.role, pid=pid, silent_s=silent
+                )
+                self.say("warning", f"{child.label} (pid {pid}) has not beaten for {silent:.0f} s: killed")
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.kill()
 
     def note_tick(self, tick: int) -> None:
         """The clock completed ``tick``: the society runs again after the restarts or broker stall since

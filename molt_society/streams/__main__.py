@@ -5,7 +5,8 @@ Exits 0 after SIGTERM/SIGINT (Faust's worker handles them; the kernel sends SIGT
 1 if that stop has not finished within ``STOP_EXIT_S`` (``streams.stop_abandoned``);
 ``STALL_EXIT`` (75) when its aggregate watch stopped it as stalled (``aggregate.stalled`` says why); a
 crash of the worker is logged as ``streams.failed`` with the error (the supervisor shows that line) and
-exits non-zero.
+exits non-zero. Started by ``runtime.process_main`` (Faust's worker drives the loop it makes); ready (its
+status file) once its first partition is rebuilt.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import threading
 
 import faust
 
-from molt_society.runtime.gc_tuning import tune_gc
 from molt_society.runtime.logs import get_logger
+from molt_society.runtime.process_main import Entry, Started, run_on_loop
 from molt_society.runtime.stack_dump import task_stacks
-from molt_society.runtime.worker_args import worker_args
 from molt_society.streams.app import STALL_EXIT, STALL_STOP, ProcessorService, create_app
 
 STOP_EXIT_S = 30.0  # after SIGTERM/SIGINT the process exits within this, its orderly stop done or not
 STOP_ABANDONED_EXIT = 1
+ENTRY = Entry(role="streams", name="streams", description=__doc__, tune_gc=True)
 
 
 def _exit_after(seconds: float) -> None:
@@ -63,26 +64,17 @@ class StreamWorker(faust.Worker):
         super()._on_sigint()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, settings = worker_args("streams", __doc__, argv)  # logs streams.starting: imports done
-    tune_gc()
-    loop: asyncio.AbstractEventLoop
-    try:
-        import uvloop
-
-        loop = uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    data_dir = tempfile.mkdtemp(prefix=f"faust-{args.society}-")
-    app = create_app(settings, args.bootstrap, args.society, data_dir=data_dir)
+def _work(started: Started, loop: asyncio.AbstractEventLoop) -> int:
+    settings, society = started.settings, started.society
+    data_dir = tempfile.mkdtemp(prefix=f"faust-{society}-")
+    app = create_app(settings, started.need_bootstrap(), society, data_dir=data_dir)
     # A worker killed without leaving its consumer group holds it until its session times out, and a
     # restarted worker's join waits for that: Faust's default (60 s, then a 60 s rebalance) kept a restart
     # from working for about two minutes. The action processor's own consumer uses aiokafka's 10 s.
     app.conf.broker_session_timeout = settings.stream_session_timeout_seconds
     app.conf.broker_rebalance_timeout = settings.stream_session_timeout_seconds
     # The action processor first: the worker starts its services before the app (see ProcessorService).
-    processor = ProcessorService(settings, args.bootstrap, args.society, loop=loop)
+    processor = ProcessorService(settings, started.need_bootstrap(), society, loop=loop)
     worker = StreamWorker(
         app, processor, loglevel=settings.log_level, loop=loop, redirect_stdouts=False, quiet=True
     )
@@ -94,12 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code not in (None, 0):
             get_logger("streams").error("streams.failed", error=f"the Faust worker exited with {exc.code!r}")
         raise
-    except Exception as exc:
-        get_logger("streams").exception("streams.failed", error=repr(exc))
-        return 1
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_on_loop(ENTRY, argv, _work)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 
-from molt_society.runtime import kafka
+from molt_society.runtime import kafka, process_status
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
@@ -349,6 +349,7 @@ class ActionProcessor:
             threads=len(state.threads),
             seconds=round(time.perf_counter() - began, 3),
         )
+        process_status.mark_ready(partition=partition)
         return state
 
     async def _own(self, records: AsyncIterator[Any]) -> AsyncIterator[Any]:

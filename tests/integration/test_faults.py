@@ -341,6 +341,47 @@ def test_sink_sigkill_is_restarted_and_nothing_is_lost_or_duplicated(
     _kill_child_and_finish(tmp_path, society_name, "sinks")
 
 
+def test_a_hung_agent_worker_is_said_then_killed_by_its_silence_and_the_run_finishes_whole(
+    tmp_path: Path, society_name: str
+) -> None:
+    """An agent worker that hangs without dying (SIGSTOP) stops beating in its status file: the run says
+    it is silent, kills it once stalled, restarts it, and the society finishes with every event once."""
+    run = start_run(
+        tmp_path, society_name, TICKS, "--no-dashboard", child_silence_seconds="5", child_stall_seconds="20"
+    )
+    run.wait_tick(KILL_AT)
+    victim = run.pid_of("agents")
+    status = run.state_dir / society_name / "status" / f"agents-{victim}.json"
+    before = json.loads(status.read_text())
+    assert (before["pid"], before["ready"] is not None) == (victim, True), before
+    stop_ts = time.time()
+    os.kill(victim, signal.SIGSTOP)
+    silent = run.wait_event("stack.child_silent")
+    stalled = run.wait_event("stack.child_stalled")
+    restarted = run.wait_event("stack.child_restarted")
+    rc = run.finish()
+    assert rc == 0, run.output[-5000:]
+    assert (silent["role"], silent["pid"]) == ("agents", victim), silent
+    assert (stalled["role"], stalled["pid"]) == ("agents", victim), stalled
+    # silences count from the last beat, at most a beat (2 s) before the SIGSTOP
+    assert (silent["silent_s"] >= 5, silent["ts"] - stop_ts > 5 - 2.5) == (True, True), silent
+    assert (stalled["silent_s"] >= 20, stalled["ts"] - stop_ts > 20 - 2.5) == (True, True), stalled
+    assert restarted["previous_pid"] == victim
+    assert restarted["pid"] != victim
+    exited = run.journal("stack.child_exited")
+    assert [(e["role"], e["pid"], e["status"]) for e in exited][:1] == [
+        ("agents", victim, "was killed by SIGKILL")
+    ], exited
+    ready = run.journal("stack.child_ready")
+    assert any(r["role"] == "agents" and r["pid"] == restarted["pid"] for r in ready), ready
+    flat = " ".join(run.output.split())
+    assert f"agent worker 0 (pid {victim}) has not beaten for" in flat
+    assert not status.exists(), "the killed worker's status file is left behind"
+    assert not list((run.state_dir / society_name / "status").glob("*.json")), "status files after the stop"
+    print(f"\nrecovery of a hung agent worker stopped at tick >= {KILL_AT}: {recovery(run, stop_ts)}")
+    assert_same_as_offline(run, TICKS)
+
+
 def test_broker_stalled_30_s_is_said_and_the_run_finishes_whole(tmp_path: Path, society_name: str) -> None:
     run = start_run(tmp_path, society_name, TICKS, "--no-dashboard")
     run.wait_tick(KILL_AT)
