@@ -3,7 +3,7 @@
 The stream workers publish, per events partition and tick, what changed in that partition's top posts
 (``streams.feed_updates``); applying a partition's records in order gives its feed. A tick's feed is
 complete when every partition has published it; the merge of the per-partition top lists is exact
-(``streams.feeds.merge_feeds``). Agent workers and the clock read all partitions from the beginning,
+(``algorithms.feeds.merge_feeds``). Agent workers and the clock read all partitions from the beginning,
 without a group.
 
 A reader that stops receiving while a tick is waited for is found and replaced (``_watch``): when nothing
@@ -24,6 +24,7 @@ from collections import deque
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from molt_society.agents.brain import FeedView
+from molt_society.algorithms.feeds import merge_feeds
 from molt_society.runtime import kafka
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.lag import LagReader
@@ -33,7 +34,6 @@ from molt_society.runtime.tasks import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FeedState, FeedUpdate
-from molt_society.streams.feeds import merge_feeds
 
 log = get_logger(__name__)
 

@@ -9,7 +9,7 @@ agent worker builds an ``ArmRuntime`` from it and, for every tick ``t >= plan.fo
 2. **bans**: the events of banned agents are refused (dropped after their brain decided), so they take no
    action while every other agent draws what it draws in the control (``ArmRuntime.refused``);
 3. **feed policy**: an agent in a ``feed_policy`` intervention's scope sees, as a submolt's "hot" list, the
-   policy's ranking (``streams.feed_policy``) of the candidates = that submolt's merged hot and new lists
+   policy's ranking (``algorithms.feed_policy``) of the candidates = that submolt's merged hot and new lists
    of the tick's feed view (deduplicated by post id), ``feed_size`` of them; the "new" list stays. Scope:
    the given ``submolts``, or a ``share`` of agents (``in_share``), or everyone; with several policies the
    first whose scope holds wins. The viewer is (agent, acting tick, society seed). ``following`` uses an
@@ -58,6 +58,7 @@ from molt_society.agents.llm_brain import AgentTuning
 from molt_society.agents.moderation import Moderator
 from molt_society.agents.roster import AgentSpec, Cohort, Roster, agent_id
 from molt_society.agents.stochastic import StochasticBrain
+from molt_society.algorithms import feed_policy as fp
 from molt_society.runtime.logs import get_logger
 from molt_society.schemas.arm_plan import ArmPlan
 from molt_society.schemas.control import FeedItem
@@ -79,7 +80,6 @@ from molt_society.schemas.experiment import Behaviour as BehaviourOverride
 from molt_society.schemas.experiment import FeedPolicy as FeedPolicyRule
 from molt_society.schemas.experiment import Inject, Intervention, NearDuplicates, SpamScore, Terms
 from molt_society.schemas.ids import uuid7
-from molt_society.streams import feed_policy as fp
 
 log = get_logger(__name__)
 

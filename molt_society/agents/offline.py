@@ -21,10 +21,10 @@ from molt_society.agents.behaviour import Behaviour
 from molt_society.agents.brain import FeedView, TickContext
 from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.roster import build_roster
+from molt_society.algorithms.feeds import merge_feeds
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, partition_key
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.feed_updates import FeedState
-from molt_society.streams.feeds import merge_feeds
 from molt_society.streams.partition_state import Accepted, PartitionState
 
 MOLTBOOK_TARGETS = {

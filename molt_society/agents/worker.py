@@ -45,6 +45,7 @@ from molt_society.agents.fitted import stochastic_brain
 from molt_society.agents.interventions import ArmRuntime
 from molt_society.agents.llm_brain import LLMBrain, open_llm_brain
 from molt_society.agents.roster import Cohort, agent_index, build_roster
+from molt_society.algorithms.kafka_partition import kafka_partition
 from molt_society.runtime import kafka, process_status
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.contiguous import Contiguous
@@ -57,7 +58,6 @@ from molt_society.schemas.arm_plan import load_plan
 from molt_society.schemas.events import AgentsJoined, Event, partition_key
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
-from molt_society.streams.partition_state import kafka_partition
 
 log = get_logger(__name__)
 
@@ -67,7 +67,7 @@ SEND_TURN_SECONDS = 0.02
 
 
 partition_of = functools.lru_cache(maxsize=1 << 16)(kafka_partition)
-"""``streams.partition_state.kafka_partition``, cached per key: a thread's events share their post's key."""
+"""``algorithms.kafka_partition``, cached per key: a thread's events share their post's key."""
 
 
 def shard_producer(shard: int) -> str:

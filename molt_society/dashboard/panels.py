@@ -63,7 +63,7 @@ def _latest(metric: str) -> str:
     return f"(SELECT max(window_start) FROM metrics WHERE society = {{society}} AND metric = '{metric}')"
 
 
-# Reddit's hot rank, as the stream processor ranks feeds (streams/feeds.py): a constant epoch offset and
+# Reddit's hot rank, as the stream processor ranks feeds (algorithms/feeds.py): a constant epoch offset and
 # one order of magnitude of net votes per 12.5 h of recency. Like the feeds, it ranks the 500 newest posts
 # (an older post cannot beat one 12.5 h newer without ten times its votes); that bounds the rows read.
 _HOT_POSTS = """

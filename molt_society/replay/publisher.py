@@ -21,14 +21,14 @@ from typing import Any, Protocol
 
 import orjson
 
+from molt_society.algorithms.kafka_partition import kafka_partition
 from molt_society.runtime import kafka
+from molt_society.runtime.batch_out import BatchOut
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.schemas import control
 from molt_society.schemas.events import Event, partition_key_of
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import event_to_dict
-from molt_society.streams.batch_out import BatchOut
-from molt_society.streams.partition_state import kafka_partition
 
 MARK_EVERY = 20_000
 """Events between two marks inside one window (a window boundary always gets one). Each mark costs every

@@ -13,7 +13,7 @@ our reading (``warehouse/molt_dynamics.sql``) in three places:
   adopters. Python's Unicode ``\\w`` is read as ``[\\p{L}\\p{N}_]`` (RE2's ``\\w`` is ASCII only).
 * **estimator** (``hill_alpha``): the public code's ``alpha = 1 + n / sum(ln(x / x_min))`` with x_min the
   smallest size (a continuous Hill estimator over every cascade), where we fit the discrete law with x_min
-  chosen by the KS distance (Clauset et al. 2009, ``streams.powerlaw_fit``), as the paper's text says
+  chosen by the KS distance (Clauset et al. 2009, ``algorithms.powerlaw_fit``), as the paper's text says
   ("Clauset methodology" in the code's docstring).
 
 * **network-following cascades** (``network_sizes``, keys ``cascades.variant_network.*``): plain phrase
@@ -39,11 +39,11 @@ from collections import Counter
 
 import numpy as np
 
+from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
 from molt_society.report.model import Item, Scalar
 from molt_society.report.saturation import Diffusion, Structure, adopter_exposure, adopter_pairs, rewired
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import Interval, bootstrap
-from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 
 REPLICATES = 200  # bootstrap replicates per reading (the interval's ends move by ~0.01 between seeds)
 PUBLIC = "cascades.variant_public_code"

@@ -3,7 +3,7 @@
 The SQL views (warehouse/molt_dynamics.sql) find the cascades (``cascade_adoptions``, ``cascades``); this
 module fits what SQL cannot:
 
-* the discrete power law of cascade sizes (``streams.powerlaw_fit``, equal to ``powerlaw.Fit(sizes,
+* the discrete power law of cascade sizes (``algorithms.powerlaw_fit``, equal to ``powerlaw.Fit(sizes,
   discrete=True)``) over all cascades, and per kind where the fit is possible;
 * saturation (``report.saturation``): the published method (fixed exposure count at adoption; logistic
   regression with a squared term over every graph node x cascade; Cox model over the adopters, as the
@@ -40,6 +40,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import zeta
 
+from molt_society.algorithms.powerlaw_fit import (
+    MIN_DISTINCT_VALUES,
+    MIN_OBSERVATIONS,
+    PowerLawFit,
+    fit_discrete_power_law,
+)
 from molt_society.report import cascade_variants
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
 from molt_society.report.saturation import (
@@ -53,12 +59,6 @@ from molt_society.report.saturation import (
     structure,
 )
 from molt_society.report.source import Warehouse, quoted
-from molt_society.streams.powerlaw_fit import (
-    MIN_DISTINCT_VALUES,
-    MIN_OBSERVATIONS,
-    PowerLawFit,
-    fit_discrete_power_law,
-)
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -8,7 +8,7 @@ crawl), the same means over those windows are a labelled variant (``collective.v
 Every window from the one of the society's first event to the one of its last is visited, empty ones
 included, exactly as the stream processor closes them, so the churn and persistence of window w compare it
 with window w-1. The per-window graph is the ``interaction_edges`` view restricted to comments made in the
-window; PageRank, top-k and super-nodes are ``streams.pagerank``'s, the functions the stream processor
+window; PageRank, top-k and super-nodes are ``algorithms.pagerank``'s, the functions the stream processor
 uses. Whether the daily top-1 share falls is measured, not read off the chart: Kendall's tau of the daily
 share against the day (``collective.top1_share_trend``, with its p-value), and the first and last day's
 shares; beside it the same trend on null societies whose comments are re-addressed uniformly within each
@@ -31,10 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import kendalltau
 
-from molt_society.report.common import missing, num, records
-from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
-from molt_society.report.source import Warehouse, quoted
-from molt_society.streams.pagerank import (
+from molt_society.algorithms.pagerank import (
     jaccard,
     pagerank,
     pagerank_indexed,
@@ -42,7 +39,10 @@ from molt_society.streams.pagerank import (
     top_k_set,
     top_k_share,
 )
-from molt_society.streams.powerlaw_fit import fit_discrete_power_law
+from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
+from molt_society.report.common import missing, num, records
+from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
+from molt_society.report.source import Warehouse, quoted
 
 DAY_US = 86_400_000_000
 LEADERS_TITLE = "Top-{k} influence leaders over the whole observation period (PageRank on every interaction)"

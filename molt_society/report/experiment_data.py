@@ -310,14 +310,14 @@ def _edges(source: Source, society: str, fork_at_us: int, after: bool) -> list[t
 
 def fork_elite(source: Source, base_society: str, fork_at_us: int, k: int = TOP_AGENTS) -> frozenset[str]:
     """The ``k`` agents of highest PageRank on the base's interaction graph before the fork."""
-    from molt_society.streams.pagerank import pagerank, top_k_set
+    from molt_society.algorithms.pagerank import pagerank, top_k_set
 
     return top_k_set(pagerank(_edges(source, base_society, fork_at_us, after=False)), k)
 
 
 def elite_share(source: Source, society: str, fork_at_us: int, elite: frozenset[str]) -> float | None:
     """The PageRank share of ``elite`` on ``society``'s post-fork interaction graph (None without edges)."""
-    from molt_society.streams.pagerank import pagerank
+    from molt_society.algorithms.pagerank import pagerank
 
     pr = pagerank(_edges(source, society, fork_at_us, after=True))
     total = sum(pr.values())

@@ -32,7 +32,7 @@ what it answers, self-edges dropped, weight = number of comments). Per agent, fi
   (Brandes-Pich), and the report says how many were used;
 * clustering coefficient: on the undirected simple graph (direction and multiplicity dropped), 0 for
   an agent with fewer than two neighbours (``networkx.clustering`` of ``to_undirected()``);
-* PageRank: weighted, damping 0.85, ``streams.pagerank`` (equals ``networkx.pagerank``), over the graph.
+* PageRank: weighted, damping 0.85, ``algorithms.pagerank`` (equals ``networkx.pagerank``), over the graph.
 
 The public code has a second clustering (``RoleAnalyzer`` with ``feature_set='full'``) of every numeric
 column of ``extract_all_features`` (activity counts, submolt entropy, hour-of-day shares, burstiness, text
@@ -71,11 +71,11 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.metrics.pairwise import euclidean_distances
 
+from molt_society.algorithms.pagerank import pagerank
 from molt_society.report import roles_public
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
 from molt_society.report.source import Warehouse, quoted
 from molt_society.report.text_source import text_source
-from molt_society.streams.pagerank import pagerank
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -134,7 +134,7 @@ def signed_headers(
     producer: AIOKafkaProducer, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
 ) -> list[tuple[str, bytes]]:
     """``headers`` with the record's signature when ``producer`` signs (``SigningProducer``), for records
-    appended to a batch by hand (``streams.batch_out``)."""
+    appended to a batch by hand (``runtime.batch_out``)."""
     if isinstance(producer, SigningProducer):
         return producer.keys.headers(topic, key, value, headers)
     return headers

@@ -6,7 +6,7 @@
   existing probe tasks: Tier III counting chains (``probes.tasks.tier3``, seed 0), self-contained posts
   that ``probes.score`` can score, the same in every arm and seed (Tier I needs a question file, Tier II
   posts its premises as further comments, which an injection of one post cannot carry);
-- ``ban_top_pagerank`` bans the ``k`` agents of highest PageRank (``streams.pagerank.pagerank``) of the
+- ``ban_top_pagerank`` bans the ``k`` agents of highest PageRank (``algorithms.pagerank.pagerank``) of the
   base's interaction graph before the fork, built as the stream processor builds its edges
   (``streams.partition_state``): one edge per comment, from the commenter to the author of the parent
   comment, or of the post for a top-level comment; none for an imported reply without a parent, a reply to
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from molt_society.algorithms.pagerank import interaction_edges, pagerank
 from molt_society.probes.tasks import tier3
 from molt_society.schemas.arm_plan import ArmPlan, Ban, Removal
 from molt_society.schemas.experiment import (
@@ -35,7 +36,6 @@ from molt_society.schemas.experiment import (
     SpamScore,
     Terms,
 )
-from molt_society.streams.pagerank import interaction_edges, pagerank
 
 CONTENT_RULES = (SpamScore, NearDuplicates, Terms)
 PROBE_SEED = 0

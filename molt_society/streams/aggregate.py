@@ -4,7 +4,7 @@ Pure and deterministic: the same partials give the same metric values, whatever 
 in whatever order the partials arrived. Definitions follow ``shared/notes/metrics.md``:
 
 - cascades: comments per thread and distinct participants per thread, cumulative at the window's end;
-  their distributions and a discrete power-law fit of the comment counts (``streams.powerlaw_fit``);
+  their distributions and a discrete power-law fit of the comment counts (``algorithms.powerlaw_fit``);
 - reply depth: distribution over all posts (0 = no comment), mean depth over all posts and over posts with
   at least one comment, share of posts without a comment; per-thread depth of threads active in the window;
 - influence: PageRank on the window's interaction graph (commenter -> replied-to author, self-edges
@@ -113,7 +113,7 @@ def _cascades(emit: _Emitter, partials: list[WindowPartial]) -> None:
     """Threads and cascades, cumulative at the window's end, and the threads active in it."""
     # Imported here, not at the top: scipy (sparse, special) took 0.2 s of the stream worker's start,
     # before its action processor could join its group; the first window closes much later.
-    from molt_society.streams.powerlaw_fit import fit_discrete_power_law
+    from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
 
     sizes = _merge(partials, "size_hist")
     parts = _merge(partials, "participants_hist")
@@ -149,7 +149,7 @@ def _cascades(emit: _Emitter, partials: list[WindowPartial]) -> None:
 
 def _influence(emit: _Emitter, partials: list[WindowPartial], memory: InfluenceMemory, top_k: int) -> None:
     """PageRank of the window's interaction graph: concentration, leaders, churn and super-nodes."""
-    from molt_society.streams.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
+    from molt_society.algorithms.pagerank import jaccard, pagerank, super_nodes, top_k_set, top_k_share
 
     weights: Counter[tuple[str, str]] = Counter()
     for p in partials:

@@ -45,12 +45,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 from typing import Any, ClassVar, NamedTuple
 
 import orjson
 
+from molt_society.algorithms.feeds import hot_score, hot_window
+from molt_society.algorithms.kafka_partition import kafka_partition
 from molt_society.schemas.control import (
     FeedItem,
     FeedSnapshot,
@@ -81,8 +82,6 @@ from molt_society.schemas.wire import InvalidEvent, decode_event, quote
 from molt_society.streams.cold_threads import ColdThreads
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
 from molt_society.streams.feed_window import FeedWindow
-from molt_society.streams.feeds import hot_score, hot_window
-from molt_society.streams.murmur2 import murmur2
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)
@@ -93,13 +92,6 @@ MAX_WINDOWS_PER_MARK = 100_000
 """Valid producers mark every tick or window boundary, so a mark closes a few windows; 100,000 hourly
 windows are 11 years (69 days of 60 s windows). Closing 100,000 takes about 2 s and 20 MB of partials;
 a mark that would close more is forged or broken (an origin at the epoch would close 490,000)."""
-
-
-@lru_cache(maxsize=1 << 15)
-def kafka_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner (Java client, aiokafka) picks for ``key``."""
-    hashed: int = murmur2(key)
-    return (hashed & 0x7FFFFFFF) % partitions
 
 
 class EventIds:

@@ -57,6 +57,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from molt_society.runtime import kafka, process_status
+from molt_society.runtime.batch_out import BatchOut
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
@@ -79,7 +80,6 @@ from molt_society.schemas.topics import (
 )
 from molt_society.schemas.wire import MAX_REASON_CHARS
 from molt_society.streams import snapshots
-from molt_society.streams.batch_out import BatchOut
 from molt_society.streams.partition_state import (
     Accepted,
     EventIds,

@@ -18,6 +18,7 @@ import orjson
 import pytest
 from stack_helpers import ARTIFACTS, browser_page, make_settings, run_ticks, running_stack, sql
 
+from molt_society.algorithms.feeds import hot_score
 from molt_society.runtime import kafka
 from molt_society.runtime.brokers import start_broker
 from molt_society.runtime.record_auth import RecordKeys
@@ -26,7 +27,6 @@ from molt_society.schemas import events as E
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.schemas.wire import encode_event
-from molt_society.streams.feeds import hot_score
 
 pytestmark = pytest.mark.integration
 

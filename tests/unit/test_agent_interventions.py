@@ -25,6 +25,7 @@ from molt_society.agents.llm_brain import AgentTuning, LLMBrain
 from molt_society.agents.llm_client import ChatClient
 from molt_society.agents.roster import AgentSpec, Cohort, build_roster
 from molt_society.agents.stochastic import StochasticBrain
+from molt_society.algorithms.feed_policy import RandomPolicy, Viewer
 from molt_society.schemas.arm_plan import ArmPlan
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import (
@@ -39,7 +40,6 @@ from molt_society.schemas.events import (
 )
 from molt_society.schemas.ids import uuid7
 from molt_society.schemas.wire import decode_event, encode_event
-from molt_society.streams.feed_policy import RandomPolicy, Viewer
 
 START = datetime(2026, 1, 28, tzinfo=UTC)
 FORK = 10

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from molt_society.schemas.control import FeedItem
-from molt_society.streams.feed_policy import (
+from molt_society.algorithms.feed_policy import (
     POLICIES,
     FeedPolicy,
     PersonalisedPolicy,
@@ -24,7 +23,8 @@ from molt_society.streams.feed_policy import (
     policy,
     profile_vector,
 )
-from molt_society.streams.feeds import hot_score, rank_hot, rank_new
+from molt_society.algorithms.feeds import hot_score, rank_hot, rank_new
+from molt_society.schemas.control import FeedItem
 
 T0 = 1_769_558_400_000_000  # 2026-01-28 in Unix microseconds
 HOUR = 3_600_000_000

@@ -13,11 +13,11 @@ from molt_society.agents.behaviour import load_behaviour
 from molt_society.agents.brain import FeedView, TickContext
 from molt_society.agents.roster import build_roster
 from molt_society.agents.stochastic import StochasticBrain
+from molt_society.algorithms.feeds import merge_feeds
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import partition_key
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.feed_updates import FULL_EVERY, FeedState, FeedUpdate
-from molt_society.streams.feeds import merge_feeds
 from molt_society.streams.partition_state import PartitionState
 
 START = datetime(2026, 1, 28, tzinfo=UTC)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from molt_society.algorithms.feeds import hot_score, rank_hot, rank_new
 from molt_society.streams.feed_window import FeedWindow
-from molt_society.streams.feeds import hot_score, rank_hot, rank_new
 
 
 class _Reference:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from molt_society.algorithms.feeds import hot_score, merge_feeds, rank_hot, rank_new
 from molt_society.schemas.control import FeedItem
-from molt_society.streams.feeds import hot_score, merge_feeds, rank_hot, rank_new
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T = (datetime(2026, 1, 28, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)

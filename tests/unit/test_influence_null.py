@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import kendalltau
 from stored_events import open_chdb, store_events
 
+from molt_society.algorithms.pagerank import pagerank, top_k_share
 from molt_society.report import collective
 from molt_society.report.comparisons import compare
 from molt_society.report.model import Scalar
@@ -22,7 +23,6 @@ from molt_society.report.source import ClientWarehouse
 from molt_society.report.verdicts import NOT_DISTINGUISHABLE
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
-from molt_society.streams.pagerank import pagerank, top_k_share
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 GROWS, DISPERSES = "grows", "disperses"
@@ -104,7 +104,7 @@ def test_the_null_is_seeded(wh: ClientWarehouse) -> None:
 
 
 def _named_null(wh: ClientWarehouse, society: str, shuffles: int, seed: int) -> list[float]:
-    """The null's Kendall taus computed on agents' names with ``streams.pagerank`` (the reading
+    """The null's Kendall taus computed on agents' names with ``algorithms.pagerank`` (the reading
     ``null_trend_items`` runs on integer ids): the same draws, pools sorted by name."""
     rows = wh.query(
         f"SELECT intDiv(toUnixTimestamp64Micro(occurred_at), {collective.DAY_US}) AS d, src, dst "

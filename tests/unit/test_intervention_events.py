@@ -103,7 +103,7 @@ def _code(out: object) -> str:
 
 
 def _hot(score: int, created_us: int) -> float:
-    """Reddit's hot formula, written out here (not ``streams.feeds.hot_score``)."""
+    """Reddit's hot formula, written out here (not ``algorithms.feeds.hot_score``)."""
     sign = 1 if score > 0 else -1 if score < 0 else 0
     return round(sign * math.log10(max(abs(score), 1)) + (created_us / 1e6 - 1_134_028_003) / 45000, 7)
 

@@ -1,4 +1,4 @@
-"""streams.murmur2 against aiokafka's byte-at-a-time murmur2 (the reference), on keys of every length."""
+"""algorithms.kafka_partition.murmur2 against aiokafka's murmur2 (the reference), on keys of every length."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 from aiokafka.partitioner import murmur2 as reference
 
-from molt_society.streams.murmur2 import murmur2
+from molt_society.algorithms.kafka_partition import murmur2
 
 
 def test_same_hash_as_aiokafka_for_every_length_and_byte() -> None:

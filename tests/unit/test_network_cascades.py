@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
 from molt_society.report import cascade_variants
 from molt_society.report.saturation import Diffusion, structure
-from molt_society.streams.powerlaw_fit import fit_discrete_power_law
 
 
 def _diffusion(rows: list[tuple[int, int, float]], edges: list[tuple[int, int]], n_nodes: int) -> Diffusion:

@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from molt_society.streams.pagerank import (
+from molt_society.algorithms.pagerank import (
     churn,
     interaction_edges,
     jaccard,

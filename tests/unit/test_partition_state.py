@@ -1112,7 +1112,7 @@ def test_every_event_body_has_a_handler() -> None:
 def test_a_feed_larger_than_the_hot_window_still_lists_as_many_newest_posts(feed_size: int) -> None:
     """A fitted society 10x the crawl's size needs feed lists of hundreds of posts: a partition keeps
     that many newest posts of a submolt, so its 'new' list is the ``feed_size`` newest of all it got."""
-    from molt_society.streams.feeds import HOT_WINDOW
+    from molt_society.algorithms.feeds import HOT_WINDOW
 
     s = new_state(feed_size)
     n = HOT_WINDOW + 200

@@ -15,7 +15,7 @@ import powerlaw
 import pytest
 from scipy.special import zeta
 
-from molt_society.streams.powerlaw_fit import (
+from molt_society.algorithms.powerlaw_fit import (
     ALPHA_MAX,
     PACKAGE_ALPHA_RANGE,
     PowerLawFit,

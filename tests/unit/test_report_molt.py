@@ -29,12 +29,12 @@ from sklearn.preprocessing import StandardScaler
 from stored_events import open_chdb, store_events
 from test_importers import DATA, DETAIL, KELKALOT
 
+from molt_society.algorithms.powerlaw_fit import ALPHA_MAX
 from molt_society.report import cascades, cooperation, roles, saturation
 from molt_society.report.model import Figure, Item, Scalar, Table
 from molt_society.report.source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
-from molt_society.streams.powerlaw_fit import ALPHA_MAX
 
 SYN = "molt"
 REAL = "moltreal"

@@ -4,8 +4,8 @@ Issue 17's feed-policy intervention needs the ranking to be a parameter: a ``Fee
 posts of a feed (a submolt's ``FeedItem`` list), the number to show, and who is looking (a ``Viewer``), and
 returns the posts in the order that viewer sees them. Six policies ship:
 
-- ``hot``: today's ranking, Reddit's hot formula (``streams.feeds.rank_hot``);
-- ``new``: newest first (``streams.feeds.rank_new``);
+- ``hot``: today's ranking, Reddit's hot formula (``algorithms.feeds.rank_hot``);
+- ``new``: newest first (``algorithms.feeds.rank_new``);
 - ``top``: highest net score first, then newer, then post id;
 - ``random``: a uniformly random order drawn from (seed, agent, tick) with numpy's PCG64, so every process
   computes the same list for the same viewer and the list changes from tick to tick;
@@ -29,9 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from molt_society.algorithms.feeds import rank_hot, rank_new
 from molt_society.runtime.logs import get_logger
 from molt_society.schemas.control import FeedItem
-from molt_society.streams.feeds import rank_hot, rank_new
 
 FloatVector = npt.NDArray[np.float32]
 FloatMatrix = npt.NDArray[np.float32]
