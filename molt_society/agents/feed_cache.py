@@ -30,7 +30,7 @@ from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.lag import LagReader
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 from molt_society.schemas import control
 from molt_society.schemas.topics import Role, topic_name
 from molt_society.streams.feed_updates import FeedState, FeedUpdate

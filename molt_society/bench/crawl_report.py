@@ -31,7 +31,7 @@ from molt_society.bench.markdown import markers, publish
 from molt_society.bench.report_steps import section_rows, timed_report
 from molt_society.bench.society_run import society_command, society_env
 from molt_society.report.model import Report, Scalar
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.report.write import write_report
 
 err = Console(stderr=True)

@@ -32,7 +32,7 @@ from molt_society.bench.markdown import REPORT, publish
 from molt_society.bench.report_steps import section_rows, timed_report
 from molt_society.report.embeddings import Encoder
 from molt_society.report.model import Report, Scalar, Table
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.report.write import write_report
 from molt_society.society.stack import LocalStack
 from molt_society.warehouse.sink_http import query_http

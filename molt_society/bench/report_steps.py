@@ -12,7 +12,7 @@ from rich.console import Console
 
 from molt_society.report.build import build_report
 from molt_society.report.model import Report
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 
 err = Console(stderr=True)
 

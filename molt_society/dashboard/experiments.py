@@ -4,7 +4,7 @@
   with links to its result; a server-rendered page, every name escaped.
 - ``GET /api/experiments``: the same list as JSON.
 - ``GET /experiments/{name}/``: the result page. The one the runner wrote
-  (``<state_dir>/experiments/<name>/result.html``, ``report.experiment_result.write_result``), else built
+  (``<state_dir>/experiments/<name>/result.html``, ``report.experiments.outcome.write_result``), else built
   from the table now (``build_result`` through the dashboard's ClickHouse source; kept until the table's
   finished runs change).
 - ``GET /experiments/{name}/result.json``: the result's JSON, from the same place.
@@ -25,9 +25,8 @@ from typing import Any
 from aiohttp import web
 
 from molt_society.dashboard.snapshot import Snapshotter
-from molt_society.report.experiment_data import bind
-from molt_society.report.experiment_render import render_result_html
-from molt_society.report.experiment_result import (
+from molt_society.report.experiments.data import bind
+from molt_society.report.experiments.outcome import (
     RESULT_HTML,
     RESULT_JSON,
     NoResult,
@@ -36,6 +35,7 @@ from molt_society.report.experiment_result import (
     result_dir,
     result_json,
 )
+from molt_society.report.experiments.page import render_result_html
 from molt_society.report.svg import esc
 from molt_society.runtime.logs import get_logger
 from molt_society.warehouse import QueryError, Result

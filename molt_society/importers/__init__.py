@@ -29,11 +29,11 @@ from pathlib import Path
 
 from molt_society.importers import containers, makers
 from molt_society.importers.builder import Builder
+from molt_society.importers.file_report import FileReport, ImportReport
 from molt_society.importers.files import read_file
 from molt_society.importers.records import FileRecords
-from molt_society.importers.report import FileReport, ImportReport
 from molt_society.importers.scratch import Scratch
-from molt_society.importers.snapshots import snapshot_time
+from molt_society.importers.snapshot_folders import snapshot_time
 from molt_society.importers.spill import RUN_SIZE, SortedSpill
 from molt_society.schemas.events import Event
 

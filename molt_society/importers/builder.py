@@ -19,7 +19,7 @@ Contract (what the events say, and only that):
   ``downvotes = -score`` (score < 0), so the net is exact; this is noted per record. A tally's time is
   its target's creation time plus 1 microsecond (the dumps do not say when counts were observed; this
   keeps it right after its target in event order and its id stable across imports).
-- Snapshots (``importers.snapshots``): when the files come from at least two snapshot folders, they are
+- Snapshots (``importers.snapshot_folders``): when the files come from at least two snapshot folders, they are
   read in snapshot-time order, so a post's or comment's first copy is its earliest snapshot's. A copy in
   a later snapshot is no duplicate: its counts are compared with the highest seen so far and what they
   gained becomes a ``vote_tallied`` at that snapshot's time (upvotes and downvotes gained; for a net
@@ -60,6 +60,7 @@ from uuid import UUID
 from pydantic import ValidationError
 
 from molt_society.importers import scratch
+from molt_society.importers.file_report import FileReport
 from molt_society.importers.made import MakersLike, Said, light_comment, light_post
 from molt_society.importers.records import (
     AgentRecord,
@@ -72,7 +73,6 @@ from molt_society.importers.records import (
     SubmoltRecord,
     sanitise_id,
 )
-from molt_society.importers.report import FileReport
 from molt_society.importers.scratch import COMMENT_COLUMNS, POST_COLUMNS, Row, Scratch
 from molt_society.importers.spill import SortedSpill
 from molt_society.schemas.control import from_us, to_us

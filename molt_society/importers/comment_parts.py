@@ -30,9 +30,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from molt_society.importers.file_report import FileReport
 from molt_society.importers.makers import MakerError, cores
 from molt_society.importers.records import FileRecords
-from molt_society.importers.report import FileReport
 from molt_society.importers.scratch import Log, Scratch
 from molt_society.runtime.broker import die_with_parent
 from molt_society.runtime.gc_tuning import tune_gc

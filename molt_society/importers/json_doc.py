@@ -29,11 +29,11 @@ import orjson
 
 from molt_society.importers import api
 from molt_society.importers.fields import has
+from molt_society.importers.file_report import ReasonTally
 from molt_society.importers.json_items import read_comment, read_post
 from molt_society.importers.jsonstream import JsonError, parts
 from molt_society.importers.positions import position
 from molt_society.importers.records import FileRecords
-from molt_society.importers.report import ReasonTally
 
 MAX_KEYS_SHOWN = 8
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from molt_society.importers.fields import get
-from molt_society.importers.report import FileReport
+from molt_society.importers.file_report import FileReport
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:@\-]{1,128}$")
 _NOT_ID_CHAR = re.compile(r"[^A-Za-z0-9_.:@\-]")
@@ -173,7 +173,7 @@ class FileRecords:
     unreadable_posts: set[str] = field(default_factory=set)
     unreadable_comments: set[str] = field(default_factory=set)
     snapshot_at: datetime | None = None
-    """The time of the snapshot the file belongs to, named by its folder (``importers.snapshots``)."""
+    """The time of the snapshot the file belongs to, named by its folder (``importers.snapshot_folders``)."""
 
     def origin(self, position: str) -> Origin:
         return Origin(self.report.file, position)

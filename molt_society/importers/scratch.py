@@ -11,7 +11,7 @@ database is a private temporary file of this process, never an input (records re
 project's own encoding of what the readers parsed).
 
 Order: ``seq`` is the order records were appended (files in sorted path order, records in file order);
-``snap`` the snapshot time of the record's file (``importers.snapshots``; ``NO_SNAPSHOT`` without one),
+``snap`` the snapshot time of the record's file (``importers.snapshot_folders``; ``NO_SNAPSHOT`` without one),
 so ``ORDER BY snap, seq`` is the read order of a snapshot series.
 """
 
@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+from molt_society.importers.file_report import FileReport
 from molt_society.importers.records import (
     Author,
     CommentRecord,
@@ -37,8 +38,7 @@ from molt_society.importers.records import (
     author_of,
     sanitise_id,
 )
-from molt_society.importers.report import FileReport
-from molt_society.importers.snapshots import snapshot_time
+from molt_society.importers.snapshot_folders import snapshot_time
 from molt_society.runtime.tempdirs import private_dir
 from molt_society.schemas.control import from_us, to_us
 

@@ -43,7 +43,7 @@ from molt_society.probes.score import (
 from molt_society.probes.shared_memory import score_run
 from molt_society.probes.tasks import Probe
 from molt_society.report.probe_runs import ProbeError, ProbeRun, Reply, replies, run_dir, save_run
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 from molt_society.runtime import kafka
 from molt_society.runtime.lag import highwaters
 from molt_society.runtime.record_auth import RecordKeys

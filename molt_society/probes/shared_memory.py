@@ -40,7 +40,7 @@ from typing import Any
 from molt_society.probes.tasks import KINDS, Kind
 from molt_society.report.collective import ranked_leaders, whole_period_pagerank
 from molt_society.report.probe_runs import Reply
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 TOP_K = 10
 MIN_TITLE = 12  # shorter titles ("Hello!") are too common to count as a reference to one post

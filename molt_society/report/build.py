@@ -34,8 +34,8 @@ from molt_society.report.embeddings import Encoder, ensure_embeddings
 from molt_society.report.model import Item, Report, Scalar, Section
 from molt_society.report.published import annotate
 from molt_society.report.sample import agent_sample
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.text_source import TextSource, apply_caveat, text_source
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 log = structlog.get_logger(__name__)
 

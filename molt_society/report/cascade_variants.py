@@ -42,8 +42,8 @@ import numpy as np
 from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
 from molt_society.report.model import Item, Scalar
 from molt_society.report.saturation import Diffusion, Structure, adopter_exposure, adopter_pairs, rewired
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import Interval, bootstrap
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 REPLICATES = 200  # bootstrap replicates per reading (the interval's ends move by ~0.01 between seeds)
 PUBLIC = "cascades.variant_public_code"

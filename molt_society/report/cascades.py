@@ -58,7 +58,7 @@ from molt_society.report.saturation import (
     analyse,
     structure,
 )
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 FloatArray = npt.NDArray[np.float64]
 

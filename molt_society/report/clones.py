@@ -29,7 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from molt_society.report.common import missing, records
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 THRESHOLD = 0.8  # Jaccard similarity of word 3-shingle sets
 MIN_WORDS = 5  # the view clone_items keeps texts of at least this many words

@@ -42,7 +42,7 @@ from molt_society.algorithms.pagerank import (
 from molt_society.algorithms.powerlaw_fit import fit_discrete_power_law
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Style, Table
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 DAY_US = 86_400_000_000
 LEADERS_TITLE = "Top-{k} influence leaders over the whole observation period (PageRank on every interaction)"

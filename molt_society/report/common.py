@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Any
 
 from molt_society.report.model import Scalar
-from molt_society.report.source import Warehouse
+from molt_society.report.warehouse_source import Warehouse
 
 
 def records(wh: Warehouse, sql: str) -> list[dict[str, Any]]:

@@ -54,8 +54,8 @@ import numpy as np
 from scipy import stats
 
 from molt_society.report.model import Item, Scalar, Table
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 FLAGS = ("has_code", "has_comments", "has_tests", "balanced")
 SOLUTION_FLAGS = ("has_code", "has_comments", "has_tests", "syntax_valid")

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import structlog
 
 from molt_society.report.encoder_onnx import OnnxEncoder
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 from molt_society.runtime.settings import get_settings
 
 MODEL = "all-MiniLM-L6-v2"  # the name the `embeddings` table and the `semantic_daily` view use

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from molt_society.calibration.moments import MOMENTS, Moments, distance
 from molt_society.report.model import Item, Scalar, Table
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 
 @dataclass(frozen=True)

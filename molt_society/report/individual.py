@@ -29,8 +29,8 @@ from molt_society.report.common import missing, records
 from molt_society.report.embeddings import vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series
 from molt_society.report.sample import AgentSample, agent_bootstrap, agent_sample
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 MIN_POSTS = 4
 WINDOW = 10

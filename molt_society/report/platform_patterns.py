@@ -15,7 +15,7 @@ import structlog
 
 from molt_society.report import clones, reference_stats, rhythm
 from molt_society.report.model import Item
-from molt_society.report.source import Warehouse
+from molt_society.report.warehouse_source import Warehouse
 
 log = structlog.get_logger(__name__)
 

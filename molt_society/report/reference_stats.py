@@ -33,8 +33,8 @@ from molt_society.report.common import missing, records
 from molt_society.report.model import Item, Scalar, Table
 from molt_society.report.published import PUBLISHED
 from molt_society.report.resample import gini, share_zero
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 Histogram = list[tuple[int, int]]  # (value, how many)
 FloatArray = npt.NDArray[np.float64]

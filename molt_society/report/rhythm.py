@@ -34,8 +34,8 @@ import numpy.typing as npt
 
 from molt_society.report.common import missing, num, records
 from molt_society.report.model import Figure, Item, Scalar, Series
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 MIN_POSTS = 3  # "For each author with three or more posts" (S4.1)
 AUTONOMOUS_BELOW = 0.5  # very regular (< 0.3) + regular (0.3-0.5)

@@ -74,8 +74,8 @@ from sklearn.metrics.pairwise import euclidean_distances
 from molt_society.algorithms.pagerank import pagerank
 from molt_society.report import roles_public
 from molt_society.report.model import Figure, Item, Scalar, Series, Table
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.text_source import text_source
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 FloatArray = npt.NDArray[np.float64]
 

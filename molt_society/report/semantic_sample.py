@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from molt_society.report.embeddings import vectors_for
 from molt_society.report.sample import DRAWS, AgentSample
-from molt_society.report.source import Warehouse, quoted
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 F64 = npt.NDArray[np.float64]
 DRAW_CHUNK = 100

@@ -19,8 +19,8 @@ from molt_society.report.embeddings import MODEL, vectors_for
 from molt_society.report.model import Figure, Item, Scalar, Series, Style, Table
 from molt_society.report.sample import AgentSample, agent_sample
 from molt_society.report.semantic_sample import heavy_texts, sampled_days
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 KNN = 10
 KNN_QUERIES = 2_000  # per day at most this many texts (seeded sample) look for their 10 nearest neighbours

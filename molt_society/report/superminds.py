@@ -36,8 +36,8 @@ import structlog
 from molt_society.report import superminds_judge as sj
 from molt_society.report.model import Cell, Figure, Item, Scalar, Series, Table
 from molt_society.report.probe_runs import ProbeError, load_run, replies, run_dir
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.verdicts import bootstrap_values, ci_scalars
+from molt_society.report.warehouse_source import Warehouse, quoted
 from molt_society.runtime.settings import Settings, get_settings
 from molt_society.runtime.stack_state import model_server_url
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from molt_society.report.model import Scalar, Section, Table
-from molt_society.report.source import Warehouse, quoted
 from molt_society.report.superminds import REPLY_RATINGS_ROW
+from molt_society.report.warehouse_source import Warehouse, quoted
 
 SYNTHETIC_BRAIN = "stochastic"
 LLM_BRAIN = "llm"

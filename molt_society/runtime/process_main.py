@@ -30,7 +30,7 @@ from molt_society.runtime.gc_tuning import tune_gc
 from molt_society.runtime.logs import configure_logging, get_logger
 from molt_society.runtime.settings import Settings, get_settings
 from molt_society.runtime.stack_dump import enable_task_dumps, enable_thread_dumps
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 from molt_society.schemas.society_name import BadSocietyName, check_society_name
 
 USAGE_EXIT = 2

@@ -29,7 +29,7 @@ from types import FrameType
 from typing import IO, Any
 
 from molt_society.runtime.logs import get_logger
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 
 log = get_logger(__name__)
 

@@ -349,7 +349,7 @@ def experiment(spec_path: Path) -> None:
     Run it again to resume: pairs done are skipped, a pair left unfinished is purged and run again.
     See docs/experiment.example.toml for a spec."""
     from molt_society.schemas.experiment import SpecError
-    from molt_society.society.experiment import ExperimentError, run_experiment
+    from molt_society.society.experiments.runner import ExperimentError, run_experiment
     from molt_society.society.stack import StackBusy
 
     try:
@@ -712,7 +712,7 @@ def probe(
 
     from molt_society.probes import session, tasks
     from molt_society.report.probe_runs import ProbeError, load_run
-    from molt_society.report.source import open_warehouse
+    from molt_society.report.warehouse_source import open_warehouse
     from molt_society.warehouse import QueryError
 
     s = get_settings()
@@ -891,7 +891,7 @@ def report(
     """
     from molt_society.report.build import SPECS, build_report
     from molt_society.report.embeddings import Encoder
-    from molt_society.report.source import open_warehouse
+    from molt_society.report.warehouse_source import open_warehouse
     from molt_society.report.write import write_report
     from molt_society.warehouse import QueryError
 
@@ -970,7 +970,7 @@ def _reference(society: str, dump: Path | None) -> Any:
 @main.command(name="list")
 def list_societies() -> None:
     """The societies the store holds: name, events, first and last event time (UTC)."""
-    from molt_society.report.source import open_warehouse
+    from molt_society.report.warehouse_source import open_warehouse
     from molt_society.warehouse import QueryError
 
     s = get_settings()

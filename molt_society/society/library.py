@@ -9,9 +9,9 @@
   drain and stop (what ``society run --no-dashboard`` does); its summary.
 - ``run_experiment(spec)``: ``society experiment SPEC.toml``; the result's JSON document.
 
-Reads go where the CLI's go (``report.source.open_warehouse``): through the running sink while one serves
-the store, else a read-only session of this process. Every statement is read-only, and values enter SQL
-only through ``report.experiment_data.bind`` (hex literals), never as text.
+Reads go where the CLI's go (``report.warehouse_source.open_warehouse``): through the running sink while one
+serves the store, else a read-only session of this process. Every statement is read-only, and values enter SQL
+only through ``report.experiments.data.bind`` (hex literals), never as text.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Store:
     started later open the embedded store."""
 
     def __init__(self, settings: Settings) -> None:
-        from molt_society.report.source import open_warehouse
+        from molt_society.report.warehouse_source import open_warehouse
 
         self.settings = settings
         self._wh = open_warehouse(settings)
@@ -100,7 +100,7 @@ class Store:
     def sql(self, query: str, **params: object) -> Any:
         """One read-only statement as a DataFrame; ``{name:String}``, ``{name:Int64}`` and
         ``{name:Array(String)}`` placeholders take ``params`` (bound as literals of digits, never as text)."""
-        from molt_society.report.experiment_data import bind
+        from molt_society.report.experiments.data import bind
 
         return self._wh.query(bind(query, params)).df()
 
@@ -311,7 +311,7 @@ def run_experiment(spec: str | Path, *, store: str | Path | None = None, quiet: 
 
     from rich.console import Console
 
-    from molt_society.society.experiment import run_experiment as run
+    from molt_society.society.experiments.runner import run_experiment as run
 
     outcome = run(_writer_settings(store), Path(spec), console=Console(quiet=quiet))
     if outcome.json is None:

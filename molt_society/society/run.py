@@ -39,7 +39,7 @@ from molt_society.runtime.stack_dump import (
     enable_task_dumps,
     enable_thread_dumps,
 )
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 from molt_society.schemas.control import from_us
 from molt_society.society import barrier_wait
 from molt_society.society.drive import last_window_start, sink_health, wait_drained

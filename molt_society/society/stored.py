@@ -39,7 +39,7 @@ def held_line(held: list[tuple[str, int, Any, Any]]) -> str:
 def stored_events(settings: Settings, society: str) -> int:
     """How many events of ``society`` the store of ``settings`` holds (through a running sink if one
     serves it)."""
-    from molt_society.report.source import open_warehouse
+    from molt_society.report.warehouse_source import open_warehouse
     from molt_society.warehouse.reader import NoStore
 
     try:
@@ -66,10 +66,16 @@ def check_new_society(settings: Settings, society: str, *, replace: bool) -> int
             f"fork it under a new name with `society run --from {society} --at TICK --ticks N --society NEW`"
             ", or delete it and start again with --replace"
         )
-    from molt_society.society.experiment_store import Store
+    from molt_society.warehouse.client import connect
+    from molt_society.warehouse.purge import purge_society
+    from molt_society.warehouse.schema import ensure_schema
 
-    with Store(settings.clickhouse_url) as store:
-        store.purge(society)
+    client = connect(settings.clickhouse_url)
+    try:
+        ensure_schema(client)
+        purge_society(client, society)
+    finally:
+        client.close()
     return held
 
 
@@ -94,7 +100,7 @@ def next_generation(settings: Settings, society: str) -> int:
 def held_by(settings: Settings) -> str:
     """``held_line`` of the store of ``settings`` (a line for an error about a society it does not hold);
     says so when the store cannot be read."""
-    from molt_society.report.source import open_warehouse
+    from molt_society.report.warehouse_source import open_warehouse
     from molt_society.warehouse import QueryError
 
     try:

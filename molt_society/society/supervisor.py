@@ -21,7 +21,7 @@ from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.process_status import forget_status, read_status
 from molt_society.runtime.stack_state import read_state as read_state
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 from molt_society.society.liveness import Liveness
 from molt_society.society.stack import (
     SUPERVISED,

@@ -35,8 +35,8 @@ from rich.console import Console
 from stack_helpers import make_settings, run_ticks, running_stack
 
 from molt_society.schemas.control import to_us
-from molt_society.society.experiment import run_experiment
-from molt_society.society.experiment_store import Store
+from molt_society.society.experiments.runner import run_experiment
+from molt_society.society.experiments.tables import Store
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from molt_society.probes import session, tasks
 from molt_society.probes.helpfulness import HelpResult, delta_help, parse_models
 from molt_society.probes.judge import ExactJudge, LLMJudge
 from molt_society.probes.score import Reply, ThreadVerdict, Verdict
-from molt_society.report.source import SinkWarehouse
+from molt_society.report.warehouse_source import SinkWarehouse
 from molt_society.runtime.broker import free_port
 from molt_society.society.drive import drive_clock, last_window_start, wait_drained
 from molt_society.society.fork import save_config

@@ -30,8 +30,8 @@ from molt_society.importers import import_path
 from molt_society.report.build import SPECS, build_report
 from molt_society.report.embeddings import Encoder
 from molt_society.report.model import Report, Scalar
-from molt_society.report.source import ClientWarehouse, sink_warehouse
 from molt_society.report.verdicts import VERDICTS
+from molt_society.report.warehouse_source import ClientWarehouse, sink_warehouse
 from molt_society.report.write import report_json, write_report
 from molt_society.schemas.events import AgentRegistered, CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7

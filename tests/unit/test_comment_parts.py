@@ -23,9 +23,9 @@ import pytest
 from molt_society.bench.archive_gen import generate
 from molt_society.importers import comment_parts, import_stream, sqlite_db
 from molt_society.importers.comment_parts import CommentParts, Span
+from molt_society.importers.file_report import MAX_EXAMPLES, FileReport
 from molt_society.importers.makers import MakerError
 from molt_society.importers.records import FileRecords
-from molt_society.importers.report import MAX_EXAMPLES, FileReport
 from molt_society.importers.scratch import Scratch
 
 CORES = len(os.sched_getaffinity(0))

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from molt_society.dashboard.experiments import PAGE_CSP
 from molt_society.dashboard.server import make_app
 from molt_society.dashboard.snapshot import Snapshotter
-from molt_society.report.experiment_result import RESULT_HTML, RESULT_JSON, result_dir
+from molt_society.report.experiments.outcome import RESULT_HTML, RESULT_JSON, result_dir
 from molt_society.runtime.settings import Settings
 from molt_society.warehouse.client import connect
 from molt_society.warehouse.schema import ensure_schema

@@ -1,4 +1,4 @@
-"""report.experiment_result: an experiment's effects, its JSON and HTML, from rows in a real chDB.
+"""report.experiments.outcome: an experiment's effects, its JSON and HTML, from rows in a real chDB.
 
 Every test writes ``experiments``, ``metrics`` and ``events`` rows into a fresh chDB directory by INSERT
 (the ``experiments`` DDL as the runner's issue states it) and builds the result through the project's
@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from molt_society.report.experiment_data import DIAGNOSTICS, bind
-from molt_society.report.experiment_render import render_result_html
-from molt_society.report.experiment_result import (
+from molt_society.report.experiments.data import DIAGNOSTICS, bind
+from molt_society.report.experiments.outcome import (
     RESULT_HTML,
     RESULT_JSON,
     NoResult,
@@ -29,6 +28,7 @@ from molt_society.report.experiment_result import (
     result_json,
     write_result,
 )
+from molt_society.report.experiments.page import render_result_html
 from molt_society.runtime.settings import Settings
 from molt_society.warehouse import open_reader
 from molt_society.warehouse.client import connect

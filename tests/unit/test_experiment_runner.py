@@ -24,13 +24,14 @@ from molt_society.schemas.events import (
 )
 from molt_society.schemas.experiment import Arm, BanTopPagerank, Inject, parse_spec
 from molt_society.schemas.ids import uuid7
-from molt_society.society import experiment as runner_mod
-from molt_society.society.experiment import ExperimentError, run_experiment
-from molt_society.society.experiment_base import PairJob
-from molt_society.society.experiment_plan import BaseHistory, Item, bans, build_plan, expand_probes
-from molt_society.society.experiment_store import Store, purge_statements
+from molt_society.society.experiments import runner as runner_mod
+from molt_society.society.experiments.base import PairJob
+from molt_society.society.experiments.plan import BaseHistory, Item, bans, build_plan, expand_probes
+from molt_society.society.experiments.runner import ExperimentError, run_experiment
+from molt_society.society.experiments.tables import Store
 from molt_society.society.fork import save_config
 from molt_society.warehouse.client import connect
+from molt_society.warehouse.purge import purge_statements
 
 START = datetime(2026, 1, 28, tzinfo=UTC)
 
@@ -372,7 +373,7 @@ def test_the_pairs_share_one_broker_and_a_dead_one_is_replaced(
 ) -> None:
     """``StackPairs``: one local broker for the pairs (started with the first), another when it died, the
     pair's own settings pointed at it; a failure to delete a stored pair's topics does not fail the pair."""
-    from molt_society.society import experiment_base as eb
+    from molt_society.society.experiments import base as eb
 
     class FakeBroker:
         def __init__(self, n: int) -> None:

@@ -1,4 +1,4 @@
-"""The console summary of a large import (importers.report.ImportReport.render with max_files): the totals
+"""The console summary of a large import (importers.file_report.ImportReport.render, max_files): the totals
 in full, then only the files that were not imported cleanly, and where the whole per-file report is
 (issue 29: the crawl's replay printed 50,892 lines)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from molt_society.importers.report import FileReport, ImportReport
+from molt_society.importers.file_report import FileReport, ImportReport
 
 
 def _report() -> ImportReport:

@@ -1,4 +1,4 @@
-"""Longitudinal snapshot folders read as one history (``importers.snapshots``, ``importers.builder``).
+"""Longitudinal snapshot folders read as one history (``importers.snapshot_folders``, ``importers.builder``).
 
 Two snapshots of a generated society six hours apart, the second with counts that grew (and one that
 fell, and one net score that fell), a post that only the second has: one post_created / comment_created
@@ -20,7 +20,7 @@ import orjson
 
 from molt_society.bench.archive_gen import generate
 from molt_society.importers import import_path
-from molt_society.importers.snapshots import snapshot_time
+from molt_society.importers.snapshot_folders import snapshot_time
 from molt_society.schemas.events import Event
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.partition_state import Accepted, PartitionState

@@ -19,8 +19,8 @@ from molt_society.algorithms.pagerank import pagerank, top_k_share
 from molt_society.report import collective
 from molt_society.report.comparisons import compare
 from molt_society.report.model import Scalar
-from molt_society.report.source import ClientWarehouse
 from molt_society.report.verdicts import NOT_DISTINGUISHABLE
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
 

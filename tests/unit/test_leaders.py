@@ -24,7 +24,7 @@ from molt_society.probes import session
 from molt_society.probes.tasks import shared_memory as probes
 from molt_society.report import collective
 from molt_society.report.model import Scalar, Table
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.events import (
     AgentRegistered,

@@ -18,7 +18,7 @@ from stored_events import open_chdb, store_events
 
 from molt_society.report import social
 from molt_society.report.model import Scalar
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, CommentCreatedBody, Event
 from molt_society.schemas.ids import uuid7
 

@@ -23,7 +23,7 @@ from stored_events import open_chdb, store_events
 from molt_society.report import clones, platform_patterns, reference_stats, rhythm
 from molt_society.report.model import Item, Scalar, Table
 from molt_society.report.published import annotate
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
 from molt_society.schemas.ids import uuid7
 from molt_society.warehouse import Result

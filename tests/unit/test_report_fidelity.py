@@ -14,7 +14,7 @@ from molt_society.calibration.moments import MOMENTS, distance
 from molt_society.calibration.observed import observe
 from molt_society.report.fidelity import Reference, items, observed
 from molt_society.report.model import Scalar, Table
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 
 
 def _behaviour():  # type: ignore[no-untyped-def]

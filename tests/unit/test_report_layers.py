@@ -24,7 +24,7 @@ from molt_society.report import collective, individual, social
 from molt_society.report.build import build_report
 from molt_society.report.embeddings import Encoder, ensure_embeddings, missing_count
 from molt_society.report.model import Scalar
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast
 from molt_society.schemas.ids import uuid7
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from molt_society.report.source import ClientWarehouse, report_limits
+from molt_society.report.warehouse_source import ClientWarehouse, report_limits
 from molt_society.runtime.settings import Settings
 from molt_society.warehouse import Refused
 from molt_society.warehouse.guard import ReadLimits

@@ -32,7 +32,7 @@ from test_importers import DATA, DETAIL, KELKALOT
 from molt_society.algorithms.powerlaw_fit import ALPHA_MAX
 from molt_society.report import cascades, cooperation, roles, saturation
 from molt_society.report.model import Figure, Item, Scalar, Table
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7
 

@@ -23,7 +23,7 @@ from molt_society.report import individual, social
 from molt_society.report.embeddings import Encoder, ensure_embeddings, missing_count, vectors_for
 from molt_society.report.model import Scalar
 from molt_society.report.sample import AgentSample, agent_bootstrap, agent_sample
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.runtime.settings import get_settings
 from molt_society.schemas.events import CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7

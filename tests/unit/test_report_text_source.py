@@ -26,8 +26,8 @@ from molt_society.report.build import build_report
 from molt_society.report.model import Report, Scalar, Section, Table
 from molt_society.report.published import PUBLISHED
 from molt_society.report.render import render_html
-from molt_society.report.source import ClientWarehouse
 from molt_society.report.text_source import TEXT_SECTIONS, TextSource, apply_caveat, note, text_source
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.report.write import report_json
 from molt_society.schemas.events import AgentRegistered, AgentsJoined, CommentCreated, Event, PostCreated
 from molt_society.schemas.ids import uuid7

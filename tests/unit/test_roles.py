@@ -30,7 +30,7 @@ from stored_events import open_chdb, store_events
 from molt_society.report import roles
 from molt_society.report.model import Figure, Item, Scalar, Table
 from molt_society.report.published import PUBLISHED, annotate
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import (
     CommentCreated,
     CommentCreatedBody,

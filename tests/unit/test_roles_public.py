@@ -25,7 +25,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from molt_society.report import roles, roles_public
 from molt_society.report.model import Scalar
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.schemas.events import (
     CommentCreated,
     CommentCreatedBody,

@@ -16,7 +16,7 @@ from stored_events import open_chdb, store_events
 from molt_society.report import superminds
 from molt_society.report import superminds_judge as sj
 from molt_society.report.model import Figure, Scalar, Table
-from molt_society.report.source import ClientWarehouse
+from molt_society.report.warehouse_source import ClientWarehouse
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, VoteCast, VoteTallied
 from molt_society.schemas.ids import uuid7

@@ -1,11 +1,11 @@
-"""``runtime.tasks.cancel_and_wait``: a task that swallows its first cancellations still ends."""
+"""``runtime.task_cancel.cancel_and_wait``: a task that swallows its first cancellations still ends."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from molt_society.runtime.tasks import cancel_and_wait
+from molt_society.runtime.task_cancel import cancel_and_wait
 
 
 def test_a_task_that_swallows_cancellations_is_cancelled_until_it_ends() -> None:

@@ -1,5 +1,6 @@
 """What ``society experiment`` reads from and writes to ClickHouse: the ``experiments`` table, the purge of
-an interrupted pair, the base's history for the plans, and the event ids that verify a pair's history.
+an interrupted pair (``warehouse.purge``), the base's history for the plans, and the event ids that verify
+a pair's history.
 
 Every value travels as a query parameter (``{name:Type}``); the only names in SQL text are table names
 that ClickHouse itself lists (``system.tables``), checked as identifiers. With chDB (the default) only one
@@ -10,23 +11,20 @@ runs and closed before the next pair's stack starts.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
 from molt_society.runtime.logs import get_logger
-from molt_society.society.experiment_plan import BaseHistory, Item
+from molt_society.society.experiments.plan import BaseHistory, Item
 from molt_society.warehouse.client import connect
+from molt_society.warehouse.purge import purge_society
 from molt_society.warehouse.schema import ensure_schema
 
 log = get_logger(__name__)
 
 TABLE = "experiments"
-KEPT = frozenset({TABLE})
-"""Tables a purge leaves alone: a pair's ``experiments`` rows are replaced by newer versions instead."""
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -74,19 +72,6 @@ def new_version() -> int:
     return time.time_ns()
 
 
-def purge_statements(tables: list[str], society: str) -> list[tuple[str, dict[str, Any]]]:
-    """The deletes of ``society``'s rows: one ``ALTER TABLE ... DELETE`` per table, the name a parameter."""
-    out = []
-    for table in tables:
-        if table in KEPT:
-            continue
-        if not _IDENT.fullmatch(table):
-            raise ValueError(f"not a table name: {table!r}")
-        sql = f"ALTER TABLE `{table}` DELETE WHERE society = {{s:String}} SETTINGS mutations_sync = 2"
-        out.append((sql, {"s": society}))
-    return out
-
-
 class Store:
     """A client of the experiment's ClickHouse (``settings.clickhouse_url``); ``schema``: apply the schema
     first (idempotent; once per run is enough)."""
@@ -117,23 +102,9 @@ class Store:
         )
         return {(str(a), int(s)): Recorded(str(st), str(h), t) for a, s, st, h, t in result.result_rows}
 
-    def tables_with_society(self) -> list[str]:
-        """The MergeTree tables of the database that have a ``society`` column."""
-        result = self.client.query(
-            "SELECT t.name FROM system.tables AS t "
-            "WHERE t.database = currentDatabase() AND t.engine LIKE '%MergeTree%' AND t.name IN "
-            "(SELECT table FROM system.columns WHERE database = currentDatabase() AND name = 'society') "
-            "ORDER BY t.name"
-        )
-        return [str(r[0]) for r in result.result_rows]
-
     def purge(self, society: str) -> list[str]:
         """Delete ``society``'s rows from every table that has them (but ``experiments``); the tables."""
-        statements = purge_statements(self.tables_with_society(), society)
-        for sql, params in statements:
-            self.client.command(sql, parameters=params)
-        log.info("experiment.purged", society=society, tables=len(statements))
-        return [sql.split("`")[1] for sql, _ in statements]
+        return purge_society(self.client, society)
 
     def count_events(self, society: str, before_us: int | None = None) -> int:
         cond, params = _before(society, before_us)

@@ -1,10 +1,10 @@
 """``society experiment SPEC.toml``: fork one base into arms x seeds, run each, record it, write the result.
 
 The spec (``schemas.experiment``) names a base (a society at a tick or time, or an archive to replay: see
-``society.experiment_base``), the arms and their interventions, the seeds and the ticks after the fork.
+``society.experiments.base``), the arms and their interventions, the seeds and the ticks after the fork.
 Every arm x seed is its own society ``<experiment>.<arm>.s<seed>``, a fork of the base at the same point
 (``society.fork``: the base's history copied from ClickHouse into its topics, then the clock runs live)
-with the arm's plan (``schemas.arm_plan``, ``society.experiment_plan``) in ``<state>/<society>/
+with the arm's plan (``schemas.arm_plan``, ``society.experiments.plan``) in ``<state>/<society>/
 arm-plan.json`` and the simulation seed ``run_seed``; its processes get both through ``Settings``
 (``society.stack.settings_env``). After a pair ran, the set of its event ids before the fork instant must
 equal the base's, or the experiment stops with an error.
@@ -13,7 +13,7 @@ The pairs run one after another, never side by side: the machine this was built 
 one stack (sink, stream worker, agent worker, broker) already keeps busy, and one stack at a time keeps
 the embedded chDB single-writer (one process may open it: the running sink, or between two pairs this
 process, which writes the ``experiments`` table then). Without a configured broker the pairs share one
-local broker that the run starts and stops (``experiment_base.StackPairs``).
+local broker that the run starts and stops (``experiments.base.StackPairs``).
 
 The ``experiments`` table (``warehouse/experiments.sql``) has one row per arm x seed: 'started' before it
 runs, 'done' once its history was verified. Rerunning the same spec resumes: a pair 'done' with the same
@@ -29,7 +29,7 @@ Compare arms in SQL, e.g. the events per window after the fork::
       AND m.metric = 'events_total' AND m.window_end > e.fork_at
     GROUP BY e.arm, e.seed ORDER BY e.arm, e.seed
 
-At the end ``report.experiment_result.write_result`` writes the result (HTML and JSON) to
+At the end ``report.experiments.outcome.write_result`` writes the result (HTML and JSON) to
 ``<state>/experiments/<name>/``.
 """
 
@@ -46,24 +46,24 @@ from pathlib import Path
 
 from rich.console import Console
 
-from molt_society.report.experiment_result import write_result
+from molt_society.report.experiments.outcome import write_result
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.schemas.arm_plan import ArmPlan, write_plan
 from molt_society.schemas.control import from_us
 from molt_society.schemas.experiment import Arm, ExperimentSpec, load_spec, run_seed, society_name
-from molt_society.society.experiment_base import Base, PairJob, StackPairs, drop_topics, resolve_base
-from molt_society.society.experiment_base import ExperimentError as ExperimentError
-from molt_society.society.experiment_plan import BaseHistory, build_plan, needs_history
-from molt_society.society.experiment_progress import Display
-from molt_society.society.experiment_store import ExperimentRow, Recorded, Store, new_version, now
+from molt_society.society.experiments.base import Base, PairJob, StackPairs, drop_topics, resolve_base
+from molt_society.society.experiments.base import ExperimentError as ExperimentError
+from molt_society.society.experiments.display import Display
+from molt_society.society.experiments.plan import BaseHistory, build_plan, needs_history
+from molt_society.society.experiments.tables import ExperimentRow, Recorded, Store, new_version, now
 from molt_society.society.stale_stack import check_no_live_stack
 from molt_society.society.stored import held_by, next_generation
 
 log = get_logger(__name__)
 
 PairRunner = Callable[[PairJob, Callable[[int], None]], int]
-"""Runs one pair (``experiment_base.run_pair``): the job and a tick callback in, history events out."""
+"""Runs one pair (``experiments.base.run_pair``): the job and a tick callback in, history events out."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def _verify(society: str, base: str, ids: set[str], base_ids: set[str]) -> None:
 
 
 def _write_result(settings: Settings, name: str, console: Console) -> tuple[Path, Path]:
-    """``report.experiment_result.write_result`` into ``<state>/experiments/<name>/``; its two paths."""
+    """``report.experiments.outcome.write_result`` into ``<state>/experiments/<name>/``; its two paths."""
     html, js = write_result(settings, name, settings.state_dir / "experiments" / name)
     console.print(f"result: {html.resolve()}\nnumbers: {js.resolve()}", highlight=False)
     return html, js

@@ -1,7 +1,7 @@
 """The result of a controlled experiment: per metric, every arm's mean over seeds and its effect vs control.
 
 ``build_result(source, experiment)`` reads the experiment's finished societies (``experiments FINAL``,
-status ``done``), their post-fork streaming metrics and the report's diagnostics (``report.experiment_data``)
+status ``done``), their post-fork streaming metrics and the report's diagnostics (``report.experiments.data``)
 and computes, per metric, with ``report.effects``:
 
 - per arm: the mean across seeds with its 95% CI;
@@ -16,7 +16,7 @@ and computes, per metric, with ``report.effects``:
 
 The document is JSON-able and stable: floats rounded to 12 significant digits, keys sorted by
 ``result_json``, no clock: the same data gives byte-identical JSON. ``write_result`` writes
-``result.json`` and ``result.html`` (``report.experiment_render``) into a directory.
+``result.json`` and ``result.html`` (``report.experiments.page``) into a directory.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from molt_society.report.effects import (
     metric_effects,
     series_effects,
 )
-from molt_society.report.experiment_data import (
+from molt_society.report.experiments.data import (
     DIAGNOSTICS,
     Run,
     SocietyMetrics,
@@ -313,7 +313,7 @@ def write_result(settings: Settings, experiment: str, out_dir: Path) -> tuple[Pa
     """Build the result of ``experiment`` from the ClickHouse of ``settings`` (``warehouse.open_reader``:
     the running sink, else a read-only session of this process) and write ``result.html`` and
     ``result.json`` into ``out_dir``; returns (HTML, JSON)."""
-    from molt_society.report.experiment_render import render_result_html
+    from molt_society.report.experiments.page import render_result_html
     from molt_society.warehouse import open_reader
 
     reader = open_reader(settings)

@@ -139,7 +139,7 @@ def replay_base(
 def _replay_into(settings: Settings, source: Source, society: str, path: Path, console: Console) -> str:
     if not source.events:
         raise ExperimentError(f"the base's replay source {path} has no events")
-    from molt_society.society.experiment_store import Store  # a partial replay of an earlier attempt
+    from molt_society.society.experiments.tables import Store  # a partial replay of an earlier attempt
     from molt_society.society.replay_run import replay_source
 
     with Store(settings.clickhouse_url) as store:

@@ -1,4 +1,4 @@
-"""The offline HTML page of an experiment's result (``report.experiment_result``'s document).
+"""The offline HTML page of an experiment's result (``report.experiments.outcome``'s document).
 
 Self-contained like ``society report``'s page (``report.render``: its CSS and Content-Security-Policy, no
 script, no remote reference): the experiment's facts, the multiple-comparison correction, then per metric a
@@ -197,7 +197,7 @@ def render_result_html(doc: Mapping[str, Any]) -> str:
         f'<nav class="toc" id="toc"><h2>Metrics</h2><p class="note">★: a significant difference (family-wise)'
         f"</p><ol>{toc}</ol></nav>",
         *(_metric(m, a) for m, a in zip(metrics, anchors, strict=True)),
-        "<footer>Generated offline by the experiment result (report.experiment_result). "
+        "<footer>Generated offline by the experiment result (report.experiments.outcome). "
         "Every value is also in result.json.</footer></main>",
     ]
     return "".join(
