@@ -21,6 +21,8 @@ from molt_society.runtime import kafka
 from molt_society.runtime.record_auth import UNAUTHENTICATED
 from molt_society.schemas import topics
 from molt_society.schemas.control import from_us
+from molt_society.schemas.event_columns import COLUMNS as EVENT_COLUMNS_OF
+from molt_society.schemas.event_columns import EMPTY, INT_COLUMNS, TYPED_COLUMNS, Const, Source
 from molt_society.schemas.events import require_event_time
 
 EVENTS_TABLE = "events"
@@ -199,45 +201,49 @@ def uuid_int(text: Any) -> int:
     return uuid.UUID(text).int
 
 
+Filler = Callable[[dict[str, Any]], list[Any]]
+
+
+def _filler(spec: dict[str, Source]) -> Filler:
+    """The typed columns (``TYPED_COLUMNS``, in order) of an event type declared as ``spec``."""
+    consts: list[tuple[int, str | int]] = []
+    fields: list[tuple[int, str, bool, bool]] = []  # index, body field, optional, an int column
+    for column, source in spec.items():
+        i = TYPED_COLUMNS.index(column)
+        if isinstance(source, Const):
+            consts.append((i, source.value))
+        else:
+            fields.append((i, source.name, source.optional, column in INT_COLUMNS))
+    base = list(EMPTY)
+    for i, value in consts:
+        base[i] = value
+
+    def fill(body: dict[str, Any]) -> list[Any]:
+        row = base.copy()
+        for i, name, optional, numeric in fields:
+            value = body.get(name) if optional else body[name]
+            if value is not None:
+                row[i] = int(value) if numeric else value if type(value) is str else str(value)
+        return row
+
+    return fill
+
+
+_FILLERS: dict[str, Filler] = {etype: _filler(spec) for etype, spec in EVENT_COLUMNS_OF.items()}
+
+
 def event_row(record: RecordLike) -> list[Any]:
-    """The ``events`` row of one event record (columns ``EVENT_COLUMNS``). Raises on an undecodable value."""
+    """The ``events`` row of one event record (columns ``EVENT_COLUMNS``; the typed ones as
+    ``schemas.event_columns`` declares them for its type). Raises on an undecodable value or an event type
+    that is not declared."""
     if record.value is None:
         raise ValueError("record has no value")
     doc = orjson.loads(record.value)
     body = doc.get("body") or {}
     etype = doc["type"]
-    post_id = comment_id = parent_id = submolt = target_type = target_id = title = content = ""
-    depth = vote = 0
-    if etype == "post_created":
-        post_id = body["post_id"]
-        submolt = body["submolt"]
-        title = body.get("title") or ""
-        content = body.get("content") or ""
-    elif etype == "comment_created":
-        post_id = body["post_id"]
-        comment_id = body["comment_id"]
-        parent_id = _str(body.get("parent_id"))
-        depth = int(body["depth"])
-        content = body.get("content") or ""
-    elif etype == "vote_cast":
-        post_id = body["post_id"]
-        target_type = body["target_type"]
-        target_id = body["target_id"]
-        vote = int(body["value"])
-    elif etype == "vote_tallied":  # counts live in body (upvotes, downvotes, reported_comments)
-        post_id = body["post_id"]
-        target_type = body["target_type"]
-        target_id = body["target_id"]
-    elif etype in ("submolt_created", "agent_subscribed"):
-        submolt = body["submolt"]
-    elif etype == "content_removed":  # rule and reason stay in body
-        post_id = body["post_id"]
-        target_type = body["target_type"]
-        target_id = body["target_id"]
-    elif etype == "agent_banned":
-        target_type = "agent"
-        target_id = body["agent_id"]
-    # intervention_applied: its experiment, arm, kind, params and scope stay in body
+    fill = _FILLERS.get(etype)
+    if fill is None:
+        raise ValueError(f"event type {etype!r} has no columns declared (schemas.event_columns)")
     return [
         uuid_int(doc["event_id"]),
         doc["society"],
@@ -246,16 +252,7 @@ def event_row(record: RecordLike) -> list[Any]:
         doc["actor"],
         _storable(datetime.fromisoformat(doc["occurred_at"]), "occurred_at"),
         _str(doc.get("causation_id")),
-        post_id,
-        comment_id,
-        parent_id,
-        submolt,
-        depth,
-        target_type,
-        target_id,
-        vote,
-        title,
-        content,
+        *fill(body),
         orjson.dumps(body).decode(),
         record.topic,
         record.partition,
