@@ -25,7 +25,8 @@ from molt_society.algorithms.feeds import merge_feeds
 from molt_society.schemas.events import CommentCreated, Event, PostCreated, partition_key
 from molt_society.schemas.wire import encode_event
 from molt_society.streams.feed_updates import FeedState
-from molt_society.streams.partition_state import Accepted, PartitionState
+from molt_society.streams.outcomes import Accepted
+from molt_society.streams.partition_state import PartitionState
 
 MOLTBOOK_TARGETS = {
     "share_posts_without_comment": 0.5925,

@@ -9,7 +9,7 @@ buffer plus one record per run whatever the number of records. Ties on the key k
 With ``tally_ties``, each run also gets a side file of the first 8 bytes of its records' tie-breaks (an
 event's id), so that ``repeated_ties`` can say which ids occur more than once in the whole spill without
 reading the records again or holding every id: a direct replay remembers only those
-(``streams.partition_state.EventIds``).
+(``streams.event_ids.EventIds``).
 """
 
 from __future__ import annotations

@@ -78,7 +78,9 @@ from molt_society.sinks.clickhouse import Target, targets
 from molt_society.society.progress_lines import ReplayProgress
 from molt_society.streams.aggregate import InfluenceMemory, window_metrics
 from molt_society.streams.cold_threads import ColdThreads
-from molt_society.streams.partition_state import Accepted, EventIds, PartitionState, Rejected
+from molt_society.streams.event_ids import EventIds
+from molt_society.streams.outcomes import Accepted, Rejected
+from molt_society.streams.partition_state import PartitionState
 from molt_society.streams.processor import dead_letter, state_config
 from molt_society.warehouse.claim import claimed_by, drop_claim, write_claim
 from molt_society.warehouse.client import connect

@@ -1,5 +1,10 @@
 """The state of one events partition: validation, the thread registry, feeds and event-time windows.
 
+Its parts, each in a module of its own: the accepted event ids (``streams.event_ids``), a thread
+(``streams.thread``), what it answers (``streams.outcomes``), the event-time windows and what an event
+changes in them (``streams.windows``), and the bytes of its snapshots (``streams.snapshot_codec``). Here:
+each event body's handler (``_BY_BODY``), watermarks, feeds and the snapshot's document.
+
 One ``PartitionState`` exists per partition a stream worker owns. It is pure (no I/O; a direct replay
 gives it a store for its idle threads, ``streams.cold_threads``, which changes nothing it returns): the
 processor feeds it records and ships what it returns. Because it depends only on the records of its
@@ -38,15 +43,10 @@ Contract:
 from __future__ import annotations
 
 import bisect
-import gc
-import struct
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import orjson
 
@@ -80,8 +80,21 @@ from molt_society.schemas.events import (
 )
 from molt_society.schemas.wire import InvalidEvent, decode_event, quote
 from molt_society.streams.cold_threads import ColdThreads
+from molt_society.streams.event_ids import EventIds
 from molt_society.streams.feed_updates import FeedPublisher, FeedUpdate
 from molt_society.streams.feed_window import FeedWindow
+from molt_society.streams.outcomes import Accepted, Duplicate, MarkApplied, Outcome, Rejected
+from molt_society.streams.snapshot_codec import SNAPSHOT_VERSION, decode, encode, gc_paused
+from molt_society.streams.thread import Thread
+from molt_society.streams.windows import (
+    BANNED,
+    COUNTED,
+    INTERVENTION,
+    NOT_COUNTED,
+    REMOVED,
+    Effect,
+    WindowAcc,
+)
 
 RECENT_COMMENTS = 8
 # what a feed item carries of the texts, so that agents read what they answer (characters)
@@ -94,213 +107,8 @@ windows are 11 years (69 days of 60 s windows). Closing 100,000 takes about 2 s 
 a mark that would close more is forged or broken (an origin at the epoch would close 490,000)."""
 
 
-class EventIds:
-    """The accepted event ids of every partition one worker owns, with a fingerprint of their bytes.
-
-    One dict from the id (its 128-bit integer) to ``fingerprint << 16 | partition``: about 130 bytes per
-    event, the same as the per-thread sets of id strings it replaces. The fingerprint is 44 bits of the
-    accepted bytes, the same in every process (it travels in snapshots, so not Python's per-process
-    ``hash``): their CRC-32 and the low 12 bits of their length. A redelivered copy has the same, another
-    body under the same id almost surely another; a collision (2**-32 per try of the same length) would
-    only make a conflicting copy a silent duplicate: it is never accepted either way.
-    """
-
-    PARTITION_BITS = 16
-    PARTITION_MASK = (1 << PARTITION_BITS) - 1
-    FINGERPRINT_MASK = (1 << 44) - 1
-
-    def __init__(self, repeated: frozenset[int] | None = None) -> None:
-        """``repeated``: when the whole input is known in advance (a direct replay), the ids that occur in
-        it more than once, as their first 64 bits (``importers.spill.repeated_ties``; a superset is fine):
-        only those are remembered, since no other can come again. None (a stream worker): every id."""
-        self._ids: dict[int, int] = {}
-        self._partitions: set[int] = set()  # partitions that may have ids here
-        self._repeated = repeated
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    @classmethod
-    def fingerprint(cls, raw: bytes) -> int:
-        return zlib.crc32(raw) << 12 | len(raw) & 0xFFF
-
-    def get(self, uid: int) -> int | None:
-        """The packed entry of an accepted id (``unpack`` it), or None: the hot path allocates nothing."""
-        return self._ids.get(uid)
-
-    @classmethod
-    def unpack(cls, packed: int) -> tuple[int, int]:
-        """(fingerprint, partition) of a packed entry."""
-        return packed >> cls.PARTITION_BITS, packed & cls.PARTITION_MASK
-
-    def add(self, uid: int, fingerprint: int, partition: int) -> None:
-        if self._repeated is not None and uid >> 64 not in self._repeated:
-            return  # the only copy of its id in the input: nothing can meet it again
-        self._ids[uid] = fingerprint << self.PARTITION_BITS | partition
-        self._partitions.add(partition)
-
-    def of_partition(self, partition: int) -> list[tuple[int, int]]:
-        """(id, fingerprint) of every accepted id of ``partition``, in the order they were accepted."""
-        if partition not in self._partitions:
-            return []
-        mask, bits = self.PARTITION_MASK, self.PARTITION_BITS
-        return [(uid, v >> bits) for uid, v in self._ids.items() if v & mask == partition]
-
-    def drop_partition(self, partition: int) -> None:
-        """Forget the ids of a partition (revoked, or about to be rebuilt from its log)."""
-        if partition not in self._partitions:
-            return
-        self._partitions.discard(partition)
-        if not self._partitions:
-            self._ids.clear()
-            return
-        mask = self.PARTITION_MASK
-        self._ids = {uid: v for uid, v in self._ids.items() if v & mask != partition}
-
-
-@dataclass(slots=True)
-class Thread:
-    post_id: str
-    submolt: str
-    author: str
-    title: str
-    created_us: int
-    score: int = 0
-    comments: dict[str, tuple[str, int]] = field(default_factory=dict)  # comment id -> (author, depth)
-    participants: set[str] = field(default_factory=set)
-    max_depth: int = 0
-    recent: list[list[Any]] = field(default_factory=list)  # [comment id, author, depth, occurred_us, text]
-    excerpt: str = ""  # the start of the post's content
-    last_us: int = 0  # event time of the thread's newest event
-    removed: bool = False  # a moderator removed the post: it is in no feed any more
-    removed_comments: frozenset[str] = frozenset()  # comments a moderator removed (out of ``recent``)
-    cached_item: FeedItem | None = None  # the feed item, rebuilt only after the thread changed
-
-    def row(self) -> list[Any]:
-        """The thread as a snapshot (and ``streams.cold_threads``) stores it (``Thread.of_row``)."""
-        return [
-            self.post_id,
-            self.submolt,
-            self.author,
-            self.title,
-            self.created_us,
-            self.score,
-            [[cid, a, d] for cid, (a, d) in self.comments.items()],
-            sorted(self.participants),
-            self.max_depth,
-            self.recent,
-            self.excerpt,
-            self.last_us,
-            self.removed,
-            sorted(self.removed_comments),
-        ]
-
-    @classmethod
-    def of_row(cls, row: list[Any]) -> Thread:
-        """The thread ``row`` stored (rows of snapshots taken before removals existed lack their fields)."""
-        pid, submolt, author, title, created, score, comments, parts, depth, recent, excerpt, last, *rm = row
-        removed, removed_comments = (rm[0], frozenset(rm[1])) if rm else (False, frozenset[str]())
-        return cls(
-            pid,
-            submolt,
-            author,
-            title,
-            created,
-            score,
-            {cid: (a, d) for cid, a, d in comments},
-            set(parts),
-            depth,
-            recent,
-            excerpt,
-            last,
-            removed,
-            removed_comments,
-        )
-
-    def item(self) -> FeedItem:
-        if self.cached_item is None:
-            self.cached_item = self._build_item()
-        return self.cached_item
-
-    def _build_item(self) -> FeedItem:
-        return {
-            "post_id": self.post_id,
-            "author": self.author,
-            "submolt": self.submolt,
-            "title": self.title,
-            "created_us": self.created_us,
-            "score": self.score,
-            "comments": len(self.comments),
-            "hot": hot_score(self.score, self.created_us),
-            "recent": list(self.recent),
-            "excerpt": self.excerpt,
-        }
-
-
-# Outcomes are built for every record: plain slotted dataclasses, which build 3x faster than frozen ones.
-@dataclass(slots=True)
-class Accepted:
-    event_id: str
-    event_type: str
-    occurred_us: int
-    late: bool
-
-
-@dataclass(slots=True)
-class Duplicate:
-    event_id: str
-
-
-@dataclass(slots=True)
-class Rejected:
-    reason: str
-    code: str
-
-
-Outcome = Accepted | Duplicate | Rejected
-
-
-@dataclass(frozen=True, slots=True)
-class MarkApplied:
-    """A watermark that counted: the partials of the windows it closed, the tick it completed (or None)."""
-
-    partials: list[WindowPartial]
-    tick: int | None
-
-
-class _Effect(NamedTuple):  # a tuple: built for every accepted event, a frozen dataclass costs 4x
-    """What an accepted event changes in the window it falls in."""
-
-    touched: str | None = None  # thread
-    edge: tuple[str, str] | None = None  # interaction: commenter -> replied-to author
-    counted: bool = True  # False for model calls: data, not actions
-    joined: int = 0  # agents an agents_joined cohort registers (then its actor is not counted active)
-    agent: bool = True  # False: the actor is the experiment or a moderator, not an active agent
-    removed: str | None = None  # "post" or "comment": a removal that took content out of the feeds
-    banned: int = 0  # agents an agent_banned bans
-
-
-_COUNTED, _NOT_COUNTED = _Effect(), _Effect(counted=False)
-_INTERVENTION = _Effect(agent=False)
-_REMOVED = {kind: _Effect(agent=False, removed=kind) for kind in ("post", "comment")}
-_BANNED = _Effect(agent=False, banned=1)
-
-
-_Handler = Callable[["PartitionState", Any, str, int], "_Effect | Rejected"]
+_Handler = Callable[["PartitionState", Any, str, int], "Effect | Rejected"]
 """Checks and applies one event body (the state, the body, its actor, its event time in microseconds)."""
-
-
-@dataclass(slots=True)
-class WindowAcc:
-    """What one partition saw of one event-time window."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    active: set[str] = field(default_factory=set)
-    edges: Counter[tuple[str, str]] = field(default_factory=Counter)
-    touched: set[str] = field(default_factory=set)
-    joined: int = 0  # agents registered by agents_joined cohorts (they are not counted as active)
-    removed: Counter[str] = field(default_factory=Counter)  # "post"/"comment" -> first removals
-    banned: int = 0  # agent_banned events
 
 
 class PartitionState:
@@ -403,7 +211,7 @@ class PartitionState:
         late = not self._count(ev.type, ev.actor, occurred, effect)
         return Accepted(eid, ev.type, occurred, late)
 
-    def _count(self, etype: str, actor: str, occurred: int, effect: _Effect) -> bool:
+    def _count(self, etype: str, actor: str, occurred: int, effect: Effect) -> bool:
         """The window accounting of a counted event, in one place: False when its window already closed
         (the event is stored, but its window's metrics were emitted: it is late)."""
         acc = self._window_acc(occurred)
@@ -468,7 +276,7 @@ class PartitionState:
             "conflicting_event_id",
         )
 
-    def _post(self, body: PostCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
+    def _post(self, body: PostCreatedBody, actor: str, occurred: int) -> Effect | Rejected:
         exists = self._has_thread(body.post_id)
         if exists or body.post_id in self.archived:
             archived = " (archived)" if not exists else ""
@@ -492,9 +300,9 @@ class PartitionState:
         self.size_hist[0] += 1
         self.participants_hist[0] += 1
         self.depth_hist[0] += 1
-        return _Effect(touched=body.post_id)
+        return Effect(touched=body.post_id)
 
-    def _comment(self, body: CommentCreatedBody, actor: str, occurred: int) -> _Effect | Rejected:
+    def _comment(self, body: CommentCreatedBody, actor: str, occurred: int) -> Effect | Rejected:
         t = self._thread(body.post_id)
         if t is None:
             return self._missing_thread("comment on", body.post_id)
@@ -538,9 +346,9 @@ class PartitionState:
         self._move(self.depth_hist, old_depth, t.max_depth)
         self.dirty_submolts.add(t.submolt)
         edge = (actor, parent_author) if parent_author is not None and actor != parent_author else None
-        return _Effect(touched=t.post_id, edge=edge)
+        return Effect(touched=t.post_id, edge=edge)
 
-    def _vote(self, body: VoteCastBody | VoteTalliedBody, actor: str, occurred: int) -> _Effect | Rejected:
+    def _vote(self, body: VoteCastBody | VoteTalliedBody, actor: str, occurred: int) -> Effect | Rejected:
         """Individual votes and imported vote counts: same thread checks, same effect on the score."""
         tally = isinstance(body, VoteTalliedBody)
         t = self._thread(body.post_id)
@@ -569,14 +377,14 @@ class PartitionState:
             if (window := self.submolt_posts.get(t.submolt)) is not None:
                 window.rescore(t.post_id, hot_score(t.score, t.created_us))
             self.dirty_submolts.add(t.submolt)
-        return _COUNTED
+        return COUNTED
 
-    def _remove(self, body: ContentRemovedBody, actor: str, occurred: int) -> _Effect | Rejected:
+    def _remove(self, body: ContentRemovedBody, actor: str, occurred: int) -> Effect | Rejected:
         """A moderator's removal: the post leaves the feeds, or the comment its post's ``recent`` list."""
         t = self._thread(body.post_id)
         if t is None:
             if body.post_id in self.archived:
-                return _INTERVENTION  # stored; the archived thread is in no feed
+                return INTERVENTION  # stored; the archived thread is in no feed
             return self._missing_thread("removal in", body.post_id)
         if body.target_type == "post":
             if body.target_id != body.post_id:
@@ -587,42 +395,42 @@ class PartitionState:
                 "unknown_target",
             )
         if self._idle_too_long(t, occurred):
-            return _INTERVENTION  # archived by now (whether or not reclaimed yet): it left the feeds
+            return INTERVENTION  # archived by now (whether or not reclaimed yet): it left the feeds
         if body.target_type == "post":
             if t.removed:
-                return _INTERVENTION
+                return INTERVENTION
             t.removed = True
             if (window := self.submolt_posts.get(t.submolt)) is not None:
                 window.remove(t.created_us, t.post_id)
         else:
             if body.target_id in t.removed_comments:
-                return _INTERVENTION
+                return INTERVENTION
             t.removed_comments = t.removed_comments | {body.target_id}
             t.recent = [r for r in t.recent if r[0] != body.target_id]
             t.cached_item = None
         self.dirty_submolts.add(t.submolt)
-        return _REMOVED[body.target_type]
+        return REMOVED[body.target_type]
 
-    def _intervention(self, body: InterventionAppliedBody, actor: str, occurred: int) -> _Effect:
+    def _intervention(self, body: InterventionAppliedBody, actor: str, occurred: int) -> Effect:
         """An intervention taking effect: stored and counted; it changes no thread (the agent workers and
         feed policies apply it)."""
-        return _INTERVENTION
+        return INTERVENTION
 
-    def _ban(self, body: AgentBannedBody, actor: str, occurred: int) -> _Effect:
+    def _ban(self, body: AgentBannedBody, actor: str, occurred: int) -> Effect:
         """A ban: stored and counted (the agent workers stop the agent); it changes no thread."""
-        return _BANNED
+        return BANNED
 
-    def _joined(self, body: AgentsJoinedBody, actor: str, occurred: int) -> _Effect:
+    def _joined(self, body: AgentsJoinedBody, actor: str, occurred: int) -> Effect:
         """A cohort: counted as one event, its members as new agents (none of them as active)."""
-        return _Effect(joined=len(body.agents))
+        return Effect(joined=len(body.agents))
 
-    def _counted(self, body: object, actor: str, occurred: int) -> _Effect:
+    def _counted(self, body: object, actor: str, occurred: int) -> Effect:
         """Registrations, submolts, subscriptions, follows: counted actions that change no thread."""
-        return _COUNTED
+        return COUNTED
 
-    def _not_counted(self, body: object, actor: str, occurred: int) -> _Effect:
+    def _not_counted(self, body: object, actor: str, occurred: int) -> Effect:
         """A model call is data, not an action: stored, counted by no metric."""
-        return _NOT_COUNTED
+        return NOT_COUNTED
 
     _BY_BODY: ClassVar[dict[type, _Handler]] = {
         PostCreatedBody: _post,
@@ -876,19 +684,17 @@ class PartitionState:
 
     # --------------------------------------------------------------- snapshots
     def to_snapshot(self) -> bytes:
-        """Everything a replay of this partition's log would rebuild, as bytes (``from_snapshot``).
+        """Everything a replay of this partition's log would rebuild, as bytes (``from_snapshot``; the format
+        is ``streams.snapshot_codec``'s): threads, archive, newest posts per submolt, open windows, producer
+        marks, histograms and counters, and this partition's accepted event ids with their fingerprints,
+        so that a redelivery of an event older than the snapshot is still a duplicate and a conflicting id
+        still conflicts. The feed cache is not stored: it is recomputed from the threads, which gives the
+        same feed (``feed_snapshot``)."""
+        with gc_paused():
+            return encode(self._snapshot_doc(), self.event_ids.of_partition(self.partition))
 
-        A JSON document (orjson) of the threads, archive, newest posts per submolt, open windows, producer
-        marks, histograms and counters, followed by this partition's accepted event ids with their
-        fingerprints (22 bytes each), so that a redelivery of an event older than the snapshot is still a
-        duplicate and a conflicting id still conflicts. The feed cache is not stored: it is recomputed
-        from the threads, which gives the same feed (``feed_snapshot``). The garbage collector is paused
-        meanwhile: its passes over the whole state made a snapshot of 200,000 events 20 times slower."""
-        with _gc_paused():
-            return self._to_snapshot()
-
-    def _to_snapshot(self) -> bytes:
-        doc = {
+    def _snapshot_doc(self) -> dict[str, Any]:
+        return {
             "v": SNAPSHOT_VERSION,
             "partition": self.partition,
             "partitions": self.partitions,
@@ -898,19 +704,7 @@ class PartitionState:
             "archived": sorted(self.archived),
             "last_archive_us": self._last_archive_us,
             "submolt_posts": {s: w.newest for s, w in self.submolt_posts.items()},
-            "windows": [
-                [
-                    start,
-                    dict(acc.counts),
-                    sorted(acc.active),
-                    [[s, d, w] for (s, d), w in acc.edges.items()],
-                    sorted(acc.touched),
-                    acc.joined,
-                    dict(acc.removed),
-                    acc.banned,
-                ]
-                for start, acc in self.windows.items()
-            ],
+            "windows": [[start, *acc.row()] for start, acc in self.windows.items()],
             "next_close_us": self.next_close_us,
             "producer_marks": self.producer_marks,
             "producers": sorted(self.producers),
@@ -922,11 +716,6 @@ class PartitionState:
             "depth_hist": list(self.depth_hist.items()),
             "counters": [self.accepted, self.rejected, self.duplicates, self.late],
         }
-        head = orjson.dumps(doc)
-        ids = self.event_ids.of_partition(self.partition)
-        pack = _ID_RECORD.pack
-        blob = b"".join([pack(uid >> 64, uid & _U64, fp >> 32, fp & 0xFFFFFFFF) for uid, fp in ids])
-        return b"".join([SNAPSHOT_MAGIC, struct.pack(">I", len(head)), head, blob])
 
     @classmethod
     def from_snapshot(cls, raw: bytes, partition: int, partitions: int, **config: Any) -> PartitionState:
@@ -936,31 +725,19 @@ class PartitionState:
         Raises ``ValueError`` when the bytes are not a snapshot, or one of another partition, partition
         count or window length: its windows and checks would not be this worker's.
         """
-        with _gc_paused():
-            return cls._from_snapshot(raw, partition, partitions, **config)
-
-    @classmethod
-    def _from_snapshot(cls, raw: bytes, partition: int, partitions: int, **config: Any) -> PartitionState:
-        if not raw.startswith(SNAPSHOT_MAGIC) or len(raw) < len(SNAPSHOT_MAGIC) + 4:
-            raise ValueError("not a partition-state snapshot")
-        at = len(SNAPSHOT_MAGIC)
-        (size,) = struct.unpack_from(">I", raw, at)
-        doc = orjson.loads(raw[at + 4 : at + 4 + size])
-        state = cls(partition, partitions, **config)
-        mine = (SNAPSHOT_VERSION, partition, partitions, state.window_us)
-        theirs = (doc["v"], doc["partition"], doc["partitions"], doc["window_us"])
-        if mine != theirs:
-            raise ValueError(
-                f"snapshot of (version, partition, partitions, window_us) = {theirs}, this worker has {mine}"
-            )
-        state._restore(doc)
-        blob = memoryview(raw)[at + 4 + size :]
-        if len(blob) % _ID_RECORD.size:
-            raise ValueError(f"snapshot id table of {len(blob)} bytes is not whole records")
-        add = state.event_ids.add
-        for hi, lo, fp_hi, fp_lo in _ID_RECORD.iter_unpack(blob):
-            add(hi << 64 | lo, fp_hi << 32 | fp_lo, partition)
-        return state
+        with gc_paused():
+            doc, ids = decode(raw)
+            state = cls(partition, partitions, **config)
+            mine = (SNAPSHOT_VERSION, partition, partitions, state.window_us)
+            theirs = (doc["v"], doc["partition"], doc["partitions"], doc["window_us"])
+            if mine != theirs:
+                what = "(version, partition, partitions, window_us)"
+                raise ValueError(f"snapshot of {what} = {theirs}, this worker has {mine}")
+            state._restore(doc)
+            add = state.event_ids.add
+            for uid, fingerprint in ids:
+                add(uid, fingerprint, partition)
+            return state
 
     def _restore(self, doc: dict[str, Any]) -> None:
         for row in doc["threads"]:
@@ -973,17 +750,8 @@ class PartitionState:
             s: FeedWindow.of(self.window, posts, lambda p: hot_score(threads[p].score, threads[p].created_us))
             for s, posts in doc["submolt_posts"].items()
         }
-        for start, counts, active, edges, touched, joined, *moderation in doc["windows"]:
-            removed, banned = moderation if moderation else ({}, 0)
-            self.windows[start] = WindowAcc(
-                Counter(counts),
-                set(active),
-                Counter({(s, d): w for s, d, w in edges}),
-                set(touched),
-                joined,
-                Counter(removed),
-                banned,
-            )
+        for start, *row in doc["windows"]:
+            self.windows[start] = WindowAcc.of_row(row)
         self.next_close_us = doc["next_close_us"]
         self.producer_marks = doc["producer_marks"]
         self.producers = frozenset(doc["producers"])
@@ -995,20 +763,3 @@ class PartitionState:
         self.participants_hist = Counter(dict(doc["participants_hist"]))
         self.depth_hist = Counter(dict(doc["depth_hist"]))
         self.accepted, self.rejected, self.duplicates, self.late = doc["counters"]
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-SNAPSHOT_MAGIC = b"PSTATE1\n"
-SNAPSHOT_VERSION = 1
-_U64 = (1 << 64) - 1
-_ID_RECORD = struct.Struct(">QQHI")  # event id (128 bits), fingerprint (44 bits as 16 + 32)

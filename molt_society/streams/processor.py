@@ -80,14 +80,9 @@ from molt_society.schemas.topics import (
 )
 from molt_society.schemas.wire import MAX_REASON_CHARS
 from molt_society.streams import snapshots
-from molt_society.streams.partition_state import (
-    Accepted,
-    EventIds,
-    MarkApplied,
-    Outcome,
-    PartitionState,
-    Rejected,
-)
+from molt_society.streams.event_ids import EventIds
+from molt_society.streams.outcomes import Accepted, MarkApplied, Outcome, Rejected
+from molt_society.streams.partition_state import PartitionState
 
 log = get_logger(__name__)
 
