@@ -25,7 +25,7 @@ from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.sinks.clickhouse import DEAD_LETTER_COLUMNS, DEAD_LETTERS_TABLE, Target, is_control
 from molt_society.sinks.resume import Generation
-from molt_society.sinks.stats import SinkStats, tp_name
+from molt_society.sinks.sink_stats import SinkStats, tp_name
 from molt_society.sinks.store import Store
 
 log = get_logger(__name__)

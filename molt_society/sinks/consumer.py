@@ -36,7 +36,7 @@ from molt_society.sinks.batching import BatchAbandoned, Batcher
 from molt_society.sinks.clickhouse import targets
 from molt_society.sinks.resume import Generation, Resume
 from molt_society.sinks.serving import SinkServer
-from molt_society.sinks.stats import SinkStats, tp_name
+from molt_society.sinks.sink_stats import SinkStats, tp_name
 from molt_society.sinks.store import Store, warm_up
 
 log = get_logger(__name__)

@@ -32,7 +32,7 @@ from molt_society.sinks.clickhouse import (
     Target,
     record_identity,
 )
-from molt_society.sinks.stats import tp_name
+from molt_society.sinks.sink_stats import tp_name
 from molt_society.sinks.store import Store
 
 log = get_logger(__name__)

@@ -29,7 +29,7 @@ from aiohttp import web
 from molt_society.runtime import process_status
 from molt_society.runtime.settings import Settings
 from molt_society.runtime.web_guard import check_bind, guard
-from molt_society.sinks.stats import SinkStats
+from molt_society.sinks.sink_stats import SinkStats
 from molt_society.sinks.store import Store
 from molt_society.warehouse.guard import ReadOnlySession
 from molt_society.warehouse.reader import open_session, user_limits

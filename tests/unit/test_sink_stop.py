@@ -75,7 +75,7 @@ def test_a_commit_that_is_never_answered_is_given_up(monkeypatch: pytest.MonkeyP
 
     from molt_society.runtime.settings import Settings
     from molt_society.sinks import batching
-    from molt_society.sinks.stats import SinkStats
+    from molt_society.sinks.sink_stats import SinkStats
 
     monkeypatch.setattr(batching, "COMMIT_TIMEOUT_S", 0.2)
 
