@@ -44,7 +44,11 @@ class Liveness:
         self._counted_from = 0.0  # silences count from here at the earliest (after a gap of our own)
 
     def check(self, children: Iterable[Child], now: float) -> list[Change]:
-        """What changed since the last check, for the running ``children`` (time ``now``, epoch s)."""
+        """What changed since the last check, for the running ``children`` (time ``now``, epoch s); nothing
+        is read sooner than ``CHECK_S`` after the last check (the supervisor polls more often; a child beats
+        every 2 s)."""
+        if self._last_check is not None and now - self._last_check < CHECK_S:
+            return []
         if self._last_check is not None and now - self._last_check > OWN_GAP_S:
             self._counted_from = now
         self._last_check = now

@@ -19,8 +19,7 @@ from typing import Any
 from molt_society.runtime.pids import pid_alive
 from molt_society.runtime.process_status import STATUS_DIR
 from molt_society.runtime.settings import Settings
-from molt_society.runtime.stack_state import read_state as read_state
-from molt_society.runtime.stack_state import state_path
+from molt_society.runtime.stack_state import read_state, state_path
 from molt_society.society.stack import Journal, StackBusy
 
 

@@ -20,7 +20,6 @@ from molt_society.runtime.apache_kafka import KafkaBroker
 from molt_society.runtime.broker import broker_silence
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.process_status import forget_status, read_status
-from molt_society.runtime.stack_state import read_state as read_state
 from molt_society.runtime.task_cancel import cancel_and_wait
 from molt_society.society.liveness import Liveness
 from molt_society.society.stack import (
@@ -50,7 +49,6 @@ class _Recovering:
     child: Child
     exited_at: float
     restarted_at: float
-    ready: bool = False
 
 
 class Supervisor:
@@ -323,7 +321,6 @@ class Supervisor:
             where = await asyncio.to_thread(self._is_ready, rec)
             if where is not None:
                 del self.recovering[pid]
-                rec.ready = True
                 now = time.time()
                 self.stack.journal(
                     "stack.child_ready",
