@@ -4,8 +4,9 @@ Shards are the partitions of the ticks topic, shared by the workers of the consu
 ``society.<name>.agents``. The agents are the roster's columns (``agents.roster``): a worker of 2.6 million
 agents holds about 42 MB of them, and builds an ``AgentSpec`` only for an agent a brain looks at.
 
-The poll loop never waits for a tick: it hands each fetch of tick records to the acting task and pauses
-those partitions until the task has committed them, so polls, heartbeats and the poll-interval clock go on
+The worker is its steps on the one consume loop (``runtime.consume_loop``), listed in ``TickSteps``: the
+loop never waits for a tick: it hands each fetch of tick records to the acting task and pauses those
+partitions until the task has committed them, so polls, heartbeats and the poll-interval clock go on
 however long a tick takes (a tick longer than ``max_poll_interval_ms`` is not a rebalance). Deciding and
 sending give the event loop a turn every 20 ms. For each tick record of a shard the acting task:
 
@@ -29,13 +30,12 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from molt_society.agents.behaviour import load_behaviour
@@ -48,6 +48,7 @@ from molt_society.agents.roster import Cohort, agent_index, build_roster
 from molt_society.algorithms.kafka_partition import kafka_partition
 from molt_society.runtime import kafka, process_status
 from molt_society.runtime.broker import partition_count
+from molt_society.runtime.consume_loop import Batch, Commits, ConsumeLoop
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
@@ -121,8 +122,7 @@ class AgentWorker:
         self.emitted = 0
         self.forged = 0
         self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
-        self.gaps: Contiguous | None = None  # the ticks' gap guard, once the consumer is made
-        self.closing = False
+        self.gaps: Contiguous | None = None  # the ticks' gap guard, the consume loop's
 
     def cohort(self, shard: int, brain: str) -> Cohort:
         """The agents of ``shard`` that ``brain`` drives (index arrays, built once)."""
@@ -143,73 +143,75 @@ class AgentWorker:
     async def _run(self, stop: asyncio.Event) -> None:
         producer = kafka.producer(self.bootstrap, "actions", keys=self.keys)
         await producer.start()
-        consumer = kafka.consumer(
-            self.bootstrap,
-            "member",
-            group=kafka.group_id(self.society, "agents"),
-            fetch_max_wait_ms=self.s.poll_ms,
-            max_poll_interval_ms=self.s.agent_max_poll_interval_ms,
-            # a short session: the local broker holds a group's first join for half of it (start-up);
-            # safe because the worker's event loop gets a turn every 20 ms however long a tick takes
-            **kafka.member_session(self.s.group_session_timeout_ms),
-        )
-        await consumer.start()
-        listener = kafka.Rebalance(self._on_revoked, self._on_assigned)
-        consumer.subscribe([topic_name(self.society, Role.TICKS)], listener=listener)
-        partitions = await partition_count(self.bootstrap, self.t_actions)
-        feeds = FeedCache(
-            self.bootstrap,
-            self.society,
-            partitions,
-            self.s.feed_size,
-            self.s.poll_ms,
-            as_of_tick=True,
-            keys=self.keys,
-        )
-        await feeds.start()
-        log.info(
-            "agents.started",
-            society=self.society,
-            agents=self.s.agents,
-            shards=self.s.shards,
-            roster_mb=round(self.roster.nbytes() / 2**20, 1),
-        )
-        process_status.mark_ready(shards=self.s.shards)
-        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]] = asyncio.Queue()
-        gaps = self.gaps = Contiguous(consumer, "agents")
-        acting = asyncio.create_task(self._act(work, consumer, producer, feeds, partitions, stop))
+        feeds: FeedCache | None = None
         try:
-            # The poll loop never waits for a tick: it hands each fetch to ``_act`` and pauses those
-            # partitions until the fetch is acted on and committed. Polls, heartbeats and the poll-interval
-            # clock keep going however long a tick takes, so a slow tick is not a rebalance.
-            while not stop.is_set() and not acting.done():
-                # short: while a tick is acted on, its partitions are paused and this returns empty; once
-                # they are resumed the next tick must not wait out a long poll (the barrier pays it)
-                batch = gaps.fetched(await consumer.getmany(timeout_ms=self.s.poll_ms))
-                if batch:
-                    consumer.pause(*batch)
-                    work.put_nowait(batch)
+            consumer = kafka.consumer(
+                self.bootstrap,
+                "member",
+                group=kafka.group_id(self.society, "agents"),
+                fetch_max_wait_ms=self.s.poll_ms,
+                max_poll_interval_ms=self.s.agent_max_poll_interval_ms,
+                # a short session: the local broker holds a group's first join for half of it (start-up);
+                # safe because the worker's event loop gets a turn every 20 ms however long a tick takes
+                **kafka.member_session(self.s.group_session_timeout_ms),
+            )
+            partitions = await partition_count(self.bootstrap, self.t_actions)
+            feeds = cache = FeedCache(
+                self.bootstrap,
+                self.society,
+                partitions,
+                self.s.feed_size,
+                self.s.poll_ms,
+                as_of_tick=True,
+                keys=self.keys,
+            )
+            await cache.start()
+            commits = Commits(consumer, "agents")
+            steps = TickSteps(
+                self,
+                consumer,
+                lambda work: self._act(
+                    work, partitions, stop, commits, consumer=consumer, producer=producer, feeds=cache
+                ),
+            )
+            # short polls: while a tick is acted on its partitions are paused and a poll returns empty;
+            # once they are resumed the next tick must not wait out a long poll (the barrier pays it)
+            loop = ConsumeLoop(consumer, "agents", steps, poll_ms=self.s.poll_ms)
+            steps.loop = loop
+            self.gaps = loop.gaps
+            loop.subscribe([topic_name(self.society, Role.TICKS)])
+            if not await loop.start(stop):
+                log.warning("agents.stopped_before_start", reason="stopped while joining its group")
+                await steps.close(failed=True)
+                await loop.stop_client()
+                return
+            log.info(
+                "agents.started",
+                society=self.society,
+                agents=self.s.agents,
+                shards=self.s.shards,
+                roster_mb=round(self.roster.nbytes() / 2**20, 1),
+            )
+            process_status.mark_ready(shards=self.s.shards)
+            await loop.run(stop)
         finally:
-            await cancel_and_wait(acting)
-            if not acting.cancelled() and (failure := acting.exception()) is not None:
-                raise failure  # a failure of the acting task
-            await feeds.stop()
-            self.closing = True  # leaving the group at the end is no revocation
-            with contextlib.suppress(Exception):
-                await consumer.stop()
+            if feeds is not None:
+                await feeds.stop()
             await producer.stop()
             log.info("agents.stopped", emitted=self.emitted, forged=self.forged, revoked=self.revoked)
 
     async def _act(
         self,
-        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]],
+        work: asyncio.Queue[Batch],
+        partitions: int,
+        stop: asyncio.Event,
+        commits: Commits,
+        *,
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         feeds: FeedCache,
-        partitions: int,
-        stop: asyncio.Event,
     ) -> None:
-        """Act on each fetched batch of ticks in turn, commit it, resume its partitions.
+        """Act on each fetched batch of ticks in turn, commit it, resume its partitions (``TickSteps``).
 
         Ticks are acted on in tick order across every batch fetched so far: a tick that must wait for the
         previous tick's feed first takes in the batches fetched meanwhile. The shards of one worker can
@@ -244,16 +246,9 @@ class AgentWorker:
             if stop.is_set():
                 return  # not committed: the next owner acts on these ticks again (same event ids)
             await asyncio.gather(*futures)
-            offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
-            owned = consumer.assignment()
-            mine = {tp: o for tp, o in offsets.items() if tp in owned}
-            try:
-                if mine:  # none left after a rebalance: the new owners act on them (aiokafka refuses {})
-                    await consumer.commit(mine)
-            except (CommitFailedError, IllegalStateError) as exc:
-                # the group moved these partitions meanwhile: their new owner acts on the ticks again,
-                # and the regenerated events carry the same ids (dropped downstream as duplicates)
-                log.warning("agents.commit_after_rebalance", error=repr(exc))
+            # partitions a rebalance took meanwhile are left to their new owners, who act on the ticks
+            # again: the regenerated events carry the same ids (dropped downstream as duplicates)
+            await commits.commit({tp: records[-1].offset + 1 for tp, records in batch.items()})
             consumer.resume(*(tp for tp in batch if tp in consumer.assignment()))
 
     def _waits_for_feed(self, tick: control.Tick) -> bool:
@@ -264,7 +259,7 @@ class AgentWorker:
     async def _feed_or_fetch(
         feeds: FeedCache,
         tick: int,
-        work: asyncio.Queue[dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]],
+        work: asyncio.Queue[Batch],
         stop: asyncio.Event,
     ) -> bool:
         """Wait until the feed of ``tick`` is complete (False) or another fetch is queued (True)."""
@@ -383,17 +378,6 @@ class AgentWorker:
         futures.extend(await kafka.send_watermark(producer, self.t_actions, control.dumps(mark), partitions))
         return futures
 
-    async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        """Counts the tick partitions a rebalance takes from the worker (``revoked``)."""
-        if self.gaps is not None:
-            self.gaps.forget(revoked)
-        if revoked and not self.closing:
-            self.revoked += len(revoked)
-            log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))
-
-    async def _on_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        log.info("agents.partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
-
     def _acceptable(self, ev: Event, agents: Cohort) -> bool:
         """A brain may only act for the agents it was asked about, in this society (every agent of a
         cohort it registers included)."""
@@ -407,7 +391,58 @@ class AgentWorker:
         return True
 
 
-Batch = dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]
+class TickSteps:
+    """The agent worker's steps on the one consume loop (``runtime.consume_loop``):
+
+    1. hold (``submit``): pause the fetched partitions and queue the fetch for the acting task, so polls,
+       heartbeats and the poll-interval clock go on however long a tick takes (a slow tick is not a
+       rebalance);
+    2. act (the acting task, ``AgentWorker._act``): the ticks of every queued fetch in tick order, each
+       after the previous tick's feed; decide and send;
+    3. acknowledge: every send of the fetch;
+    4. commit: through the loop's ``Commits`` (the partitions still owned);
+    5. release: resume the fetch's partitions.
+
+    A revocation takes nothing back from the acting task: the ticks of a partition that left are not
+    committed here, and their new owner acts on them again."""
+
+    def __init__(
+        self,
+        worker: AgentWorker,
+        consumer: Any,
+        act: Callable[[asyncio.Queue[Batch]], Coroutine[Any, Any, None]],
+    ) -> None:
+        self._worker = worker
+        self._consumer = consumer
+        self._work: asyncio.Queue[Batch] = asyncio.Queue()
+        self._acting: asyncio.Task[None] = asyncio.create_task(act(self._work), name="agents.act")
+        self.loop: ConsumeLoop | None = None  # whose ``closing`` says a revocation is the worker leaving
+
+    async def submit(self, batch: Batch) -> None:
+        self._consumer.pause(*batch)
+        self._work.put_nowait(batch)
+
+    async def poll(self) -> None:
+        """Nothing runs by time alone."""
+
+    async def revoked(self, revoked: Collection[TopicPartition]) -> None:
+        """Counts the tick partitions a rebalance takes from the worker."""
+        if revoked and not (self.loop is not None and self.loop.closing):
+            self._worker.revoked += len(revoked)
+            log.info("agents.partitions_revoked", partitions=sorted(tp.partition for tp in revoked))
+
+    async def assigned(self, assigned: Collection[TopicPartition]) -> None:
+        log.info("agents.partitions_assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    def failure(self) -> BaseException | None:
+        acting = self._acting
+        return acting.exception() if acting.done() and not acting.cancelled() else None
+
+    async def close(self, failed: bool) -> None:
+        """End the acting task; what it had not committed is acted on again by the next owner."""
+        await cancel_and_wait(self._acting)
+        if not failed and (failure := self.failure()) is not None:
+            raise failure
 
 
 def _own_tick(rec: ConsumerRecord[bytes, bytes], keys: RecordKeys | None) -> bool:

@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.errors import KafkaError
-
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.settings import Settings
 from molt_society.sinks.clickhouse import DEAD_LETTER_COLUMNS, DEAD_LETTERS_TABLE, Target, is_control
@@ -31,14 +29,11 @@ from molt_society.sinks.store import Store
 log = get_logger(__name__)
 
 MAX_BACKOFF_S = 5.0
-COMMIT_TIMEOUT_S = 10.0
-"""A commit not answered within this is given up (logged as failed): the rows are stored, and the next
-commit, or the next owner's seek past what is stored, covers them."""
 RETRIES_AFTER_STOP = 3
 """Failed tries of one batch after which a stopping sink gives up (the batch stays uncommitted)."""
 
-Commit = Callable[[dict[Any, int]], Awaitable[None]]
-"""Commits ``{partition: next offset}`` (the consumer's ``commit``)."""
+Commit = Callable[[dict[Any, int]], Awaitable[bool]]
+"""Commits ``{partition: next offset}``; True when the broker took it (``Commits.commit``)."""
 
 
 class BatchAbandoned(Exception):
@@ -205,17 +200,11 @@ class Batcher:
         stats.rows[DEAD_LETTERS_TABLE] += rejected
 
     async def _commit_past(self, tp: Any, last: int) -> bool:
-        """Commit ``last + 1`` on ``tp``; False (logged) when the commit failed or took ``COMMIT_TIMEOUT_S``
-        (aiokafka looks for a group coordinator that died with the broker forever: a driver's SIGKILL takes
-        its broker along, and a sink committing then never stopped)."""
-        try:
-            await asyncio.wait_for(self.commit({tp: last + 1}), COMMIT_TIMEOUT_S)
-        except (KafkaError, AssertionError, TimeoutError) as exc:
-            # The rows are stored: after the next assignment the seek past max(_offset) skips them.
+        """Commit ``last + 1`` on ``tp`` (``runtime.consume_loop.Commits``: in order, bounded, said when
+        it fails); False when the broker did not take it. The rows are stored either way: after the next
+        assignment the seek past ``max(_offset)`` skips them."""
+        if not await self.commit({tp: last + 1}):
             self.stats.commit_errors += 1
-            log.warning(
-                "sink.commit_failed", topic=tp.topic, partition=tp.partition, offset=last + 1, error=repr(exc)
-            )
             return False
         self.stats.committed[tp_name(tp)] = last + 1
         return True

@@ -10,14 +10,13 @@ a module named for what it does (their docstrings hold the contract):
   against the record found there (``PartitionMismatch`` otherwise); the generation after a broker loss.
 - ``sinks.store``: the one thread and client of the inserts and the resume queries.
 - ``sinks.serving``: ``POST /query``, ``GET /health``, ``POST /internal/embeddings`` and ``sink.json``.
-- here: the group member (``runtime.kafka``) and its consume loop; a revoke flushes and commits what is
-  pending, an assignment drops it and seeks.
+- here: the sink's steps on the one consume loop (``runtime.consume_loop``), listed in ``SinkSteps``; a
+  revoke flushes and commits what is pending, an assignment drops it and seeks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Collection
@@ -27,7 +26,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 
 from molt_society.runtime import kafka
-from molt_society.runtime.contiguous import Contiguous
+from molt_society.runtime.consume_loop import Batch, Commits, ConsumeLoop
 from molt_society.runtime.lag import own_lag
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
@@ -42,18 +41,36 @@ from molt_society.sinks.store import Store, warm_up
 log = get_logger(__name__)
 
 
-class _Member:
-    """The sink's member of its consumer group: the consume loop and what a rebalance does."""
+class SinkSteps:
+    """The sink's steps on each fetch (``runtime.consume_loop``):
+
+    1. resume check: a partition's first records after an assignment are checked against what is stored
+       at the offset it resumed from (``sinks.resume``);
+    2. batch: appended to the partition's pending batch (``sinks.batching``);
+    3. flush (poll): a full or old batch is inserted, retried until stored;
+    4. commit: past the batch, through the loop's ``Commits``, only after the insert returned.
+
+    Also on every poll the lag of each owned partition (``GET /health``). A revoke flushes and commits
+    everything pending; an assignment drops what is pending and seeks past what is stored."""
 
     def __init__(self, consumer: Any, batcher: Batcher, resume: Resume, stats: SinkStats) -> None:
         self._consumer = consumer
         self._batcher = batcher
         self._resume = resume
         self._stats = stats
-        self.fetching = False  # waiting in getmany (the one place a stopping sink may cancel the loop)
-        self.gaps = Contiguous(consumer, "sink")
 
-    async def on_revoked(self, revoked: Collection[Any]) -> None:
+    async def submit(self, batch: Batch) -> None:
+        now = time.monotonic()
+        for tp, fetched in batch.items():
+            records = self._resume.checked(tp, fetched)
+            if records:
+                self._batcher.add(tp, records, now)
+
+    async def poll(self) -> None:
+        await self._update_lag()
+        await self._batcher.flush_due()
+
+    async def revoked(self, revoked: Collection[Any]) -> None:
         """Flush and commit everything pending before the partitions go to another member."""
         log.info("sink.partitions_revoked", partitions=sorted(tp_name(tp) for tp in revoked))
         try:
@@ -63,45 +80,31 @@ class _Member:
         async with self._batcher.lock:
             self._batcher.clear(warn=False)
             self._stats.lag.clear()
-        self.gaps.forget(revoked)
 
-    async def on_assigned(self, assigned: Collection[Any]) -> None:
-        """Seek each new partition to resume after the offsets already stored in ClickHouse.
+    async def assigned(self, assigned: Collection[Any]) -> None:
+        """Seek each new partition to resume after the offsets already stored in ClickHouse (the loop
+        pauses them meanwhile: records fetched from the committed offset and again after the seek would
+        be inserted twice)."""
+        async with self._batcher.lock:
+            self._batcher.clear(warn=True)
+            await self._resume.seek(self._consumer, assigned)
 
-        aiokafka keeps fetching while this coroutine awaits, so the partitions are paused first (before
-        any await) and resumed once positioned: otherwise records fetched from the committed offset and
-        again after the seek would be inserted twice.
-        """
-        self._consumer.pause(*assigned)
+    def failure(self) -> BaseException | None:
+        return None  # a flush that cannot go on raises (``InsertsFailing``)
+
+    async def close(self, failed: bool) -> None:
+        """The last batches' inserts and commits, unless the loop failed (inserts that keep failing: the
+        batches stay uncommitted for the next sink). A commit waits for the group's coordinator, which may
+        be gone with the broker (a killed driver's broker dies with it): bounded, and what is stored but
+        not committed is found again by the next sink (``Resume``)."""
+        if failed:
+            return
         try:
-            async with self._batcher.lock:
-                self._batcher.clear(warn=True)
-                await self._resume.seek(self._consumer, assigned)
-                self.gaps.forget(assigned)  # each continues from its first record fetched
-        finally:
-            self._consumer.resume(*assigned)
-
-    async def consume(self, stop: asyncio.Event) -> None:
-        """Fetch, check and batch records until ``stop`` is set (getmany wakes up every 100 ms)."""
-        consumer = self._consumer
-        while not stop.is_set():
-            self.fetching = True  # only here may a stopping sink cancel the loop (``_consume_until``)
-            try:
-                fetched = await consumer.getmany(timeout_ms=100)
-            finally:
-                self.fetching = False
-            # No await between getmany and the append: a rebalance callback cannot slip in between.
-            now = time.monotonic()
-            assignment = consumer.assignment()
-            for tp, fetched_records in fetched.items():
-                if not fetched_records or tp not in assignment:
-                    continue
-                contiguous = self.gaps.records(tp, fetched_records)
-                records = self._resume.checked(tp, contiguous) if contiguous else contiguous
-                if records:
-                    self._batcher.add(tp, records, now)
-            await self._update_lag()
-            await self._batcher.flush_due()
+            await asyncio.wait_for(self._batcher.flush_due(force=True), STOP_FLUSH_S)
+        except BatchAbandoned as exc:
+            log.warning("sink.stop_flush_abandoned", batch=str(exc))
+        except TimeoutError:
+            log.warning("sink.stop_flush_timed_out", seconds=STOP_FLUSH_S)
 
     async def _update_lag(self) -> None:
         consumer = self._consumer
@@ -116,56 +119,7 @@ class _Member:
             self._stats.lag[tp_name(tp)] = lag
 
 
-STOP_GRACE_S = 5.0
-"""After ``stop``, how long the fetch loop may take to notice it before it is cancelled: a ``getmany``
-that waits for a lost group coordinator never returns (aiokafka 0.14 with the broker gone)."""
 STOP_FLUSH_S = 20.0
-STOP_CLIENT_S = 10.0
-
-
-async def _consume_until(member: _Member, stop: asyncio.Event) -> None:
-    """``member.consume(stop)``, cancelled if it has not returned ``STOP_GRACE_S`` after ``stop`` is set.
-    Cancelled only while it waits in ``getmany`` (never in a flush), so nothing fetched is batched half:
-    the records are fetched again by the next owner of the partitions, from the committed offsets."""
-    consuming = asyncio.ensure_future(member.consume(stop))
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({consuming, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not consuming.done():
-            await asyncio.wait({consuming}, timeout=STOP_GRACE_S)
-        while not consuming.done() and not member.fetching:  # a flush runs: it is bounded on its own
-            await asyncio.wait({consuming}, timeout=0.1)
-        if not consuming.done():
-            log.warning("sink.fetch_abandoned", seconds=STOP_GRACE_S, reason="the fetch did not return")
-            consuming.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await consuming
-            return
-        consuming.result()  # raises what the loop raised
-    finally:
-        stopping.cancel()
-        if not consuming.done():  # this coroutine itself was cancelled
-            consuming.cancel()
-
-
-async def _start_unless_stopped(consumer: Any, stop: asyncio.Event) -> bool:
-    """``consumer.start()``; False, with the start abandoned, when ``stop`` is set first. aiokafka's start
-    retries a broker that is gone for ever: a sink told to stop (SIGTERM from the kernel when its driver
-    was SIGKILLed, its broker gone with it) while joining never exited (seen: 17 minutes, test_faults's
-    driver killed while copying a fork's history)."""
-    starting = asyncio.ensure_future(consumer.start())
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if starting.done():
-            starting.result()  # raises why the start failed
-            return True
-        starting.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await starting
-        return False
-    finally:
-        stopping.cancel()
 
 
 class ClickHouseSink:
@@ -221,18 +175,17 @@ class ClickHouseSink:
             await self.server.start()
             warm = asyncio.ensure_future(self.store.run(warm_up))  # runs while the consumer joins
             consumer = self._consumer()
+            commits = Commits(consumer, "sink")
             batcher = Batcher(
-                self.settings, self.stats, self.store, self.generation, self.targets, consumer.commit, stop
+                self.settings, self.stats, self.store, self.generation, self.targets, commits.commit, stop
             )
-            member = _Member(consumer, batcher, Resume(self.store, self.generation, self.targets), self.stats)
-            consumer.subscribe(
-                topics=sorted(self.targets), listener=kafka.Rebalance(member.on_revoked, member.on_assigned)
-            )
-            if not await _start_unless_stopped(consumer, stop):
+            resume = Resume(self.store, self.generation, self.targets)
+            loop = ConsumeLoop(consumer, "sink", SinkSteps(consumer, batcher, resume, self.stats))
+            loop.subscribe(self.targets)
+            if not await loop.start(stop):
                 log.warning("sink.stopped_before_start", reason="stopped while joining its group")
                 warm.cancel()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(consumer.stop(), STOP_CLIENT_S)
+                await loop.stop_client()
                 return
             await warm
             log.info(
@@ -245,26 +198,12 @@ class ClickHouseSink:
                 batch_rows=self.settings.sink_batch_rows,
                 batch_seconds=self.settings.sink_batch_seconds,
             )
-            try:
-                await _consume_until(member, stop)
-                # the last batch's insert and commit; a commit waits for the group's coordinator, which
-                # may be gone with the broker (a killed driver's broker dies with it): bounded, and what
-                # is stored but not committed is found again by the next sink (``Resume``)
-                await asyncio.wait_for(batcher.flush_due(force=True), STOP_FLUSH_S)
-            except BatchAbandoned as exc:
-                log.warning("sink.stop_flush_abandoned", batch=str(exc))
-            except TimeoutError:
-                log.warning("sink.stop_flush_timed_out", seconds=STOP_FLUSH_S)
-            finally:
-                try:
-                    await asyncio.wait_for(consumer.stop(), STOP_CLIENT_S)
-                except TimeoutError:
-                    log.warning("sink.consumer_stop_timed_out", seconds=STOP_CLIENT_S)
+            await loop.run(stop)
             log.info(
                 "sink.stopped",
                 **self.stats.snapshot(),
-                gap_refetches=member.gaps.refetches,
-                offsets_given_up=member.gaps.offsets_given_up,
+                gap_refetches=loop.gaps.refetches,
+                offsets_given_up=loop.gaps.offsets_given_up,
             )
         finally:
             await self.server.close()

@@ -6,6 +6,17 @@ per-event stream path measured 8,500 events/s (12,000 with uvloop) before doing 
 20,000 events/s end-to-end target; a batch loop over ``getmany`` keeps the same at-least-once contract at
 several times the rate. The low-volume aggregation runs as a real Faust agent with Faust tables.
 
+Its steps on the one consume loop of the stack's members (``runtime.consume_loop``), in this class:
+
+1. process (``submit``): check each record's signature, apply it to its partition's state, send the
+   accepted events, the dead letters, the feeds and window partials a watermark closes;
+2. complete (``_complete``, batch after batch in order, at most ``PENDING_BATCHES`` behind): the
+   acknowledgements, then the marks, then the commit through the loop's ``Commits``;
+3. snapshot (after a batch, when due): once everything before it is acknowledged and committed.
+
+A revoke completes and commits every pending batch and drops the partitions' state; an assignment
+rebuilds the new partitions' state (paused meanwhile by the loop).
+
 Contract (at-least-once in, effectively-once out):
 
 - per batch: every output record is acknowledged by the broker (acks=all) before the input offsets are
@@ -30,8 +41,10 @@ Contract (at-least-once in, effectively-once out):
   are leaves those marks out of the log; the replayed batch applies them after its events (the events
   are the same; a window partial of that batch may then count them);
 - a commit refused because the group rebalanced meanwhile (``CommitFailedError``: the member's session
-  ran out while the broker or this process stalled) is logged as ``processor.commit_after_rebalance``
-  and the loop goes on: the batch stays uncommitted and is replayed as after a crash;
+  ran out while the broker or this process stalled) is logged as ``processor.commit_after_rebalance``,
+  one that fails otherwise or is not answered in ``consume_loop.COMMIT_TIMEOUT_S`` as
+  ``processor.commit_failed``, and the loop goes on: the batch stays uncommitted and is replayed as after
+  a crash;
 - invalid records go to the dead-letter topic with reason, code and origin in headers; the loop goes on.
   A dead letter keeps at most ``DLQ_MAX_VALUE_BYTES`` of the record (headers ``dlq-original-bytes`` and
   ``dlq-truncated`` say how much there was), so that no record is too large to dead-letter;
@@ -54,11 +67,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from molt_society.runtime import kafka, process_status
 from molt_society.runtime.batch_out import BatchOut
 from molt_society.runtime.broker import partition_count
+from molt_society.runtime.consume_loop import Batch, Commits, ConsumeLoop
 from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import UNAUTHENTICATED, RecordKeys
@@ -173,16 +186,15 @@ class ActionProcessor:
         self.snapshot_seconds: dict[int, float] = {}  # how long each partition's last snapshot took
         self.snapshots = 0
         self.event_ids = EventIds()  # every accepted event id of the partitions this worker owns
-        self.failure: Exception | None = None
+        self.fatal: Exception | None = None  # why the worker must stop (``failure()``)
         self.pending: asyncio.Queue[_Sent] = asyncio.Queue(maxsize=PENDING_BATCHES)
         self.completer: asyncio.Task[None] | None = None
-        self.lock = asyncio.Lock()
         self.partitions = 0
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
+        self.commits: Commits | None = None  # the one way to the broker's commit, made in run()
         self.processed = 0
-        self.commit_failures = 0
-        self.gaps = Contiguous(None, "streams")  # given its consumer in run()
+        self.gaps = Contiguous(None, "processor")  # the loop's, from run()
 
     def _state_config(self) -> dict[str, Any]:
         """The keyword arguments of this worker's ``PartitionState``s."""
@@ -193,79 +205,90 @@ class ActionProcessor:
 
     # ------------------------------------------------------------- lifecycle
     async def run(self, stop: asyncio.Event) -> None:
+        """Process until ``stop`` is set; raises ``RebuildFailed`` or a send's failure (the worker stops)."""
         self.producer = kafka.producer(self.bootstrap, "bulk", keys=self.keys)
         await self.producer.start()
-        self.consumer = kafka.consumer(
-            self.bootstrap,
-            "member",
-            group=kafka.group_id(self.society, "streams"),
-            fetch_max_wait_ms=max(20, self.settings.poll_ms),
-            max_poll_records=10_000,
-            max_partition_fetch_bytes=8 << 20,
-            # the local broker holds a group's first join for half the session (Settings): a short one
-            **kafka.member_session(self.settings.group_session_timeout_ms),
-        )
-        await self.consumer.start()
-        self.gaps = Contiguous(self.consumer, "streams")
-        self.partitions = await partition_count(self.bootstrap, self.t_actions)
-        self.consumer.subscribe([self.t_actions], listener=kafka.Rebalance(self.on_revoked, self.on_assigned))
-        self.completer = asyncio.create_task(self._complete_loop(), name="processor.complete")
-        log.info("processor.started", society=self.society, partitions=self.partitions)
+        loop: ConsumeLoop | None = None
         try:
-            while not stop.is_set():
-                if self.failure is not None:
-                    raise self.failure
-                batch = self.gaps.fetched(await self.consumer.getmany(timeout_ms=100))
-                if batch:
-                    async with self.lock:
-                        await self._process(batch)
-                        await self._snapshot_due()
+            # before the subscription: an assignment's rebuild needs it
+            self.partitions = await partition_count(self.bootstrap, self.t_actions)
+            self.consumer = kafka.consumer(
+                self.bootstrap,
+                "member",
+                group=kafka.group_id(self.society, "streams"),
+                fetch_max_wait_ms=max(20, self.settings.poll_ms),
+                max_poll_records=10_000,
+                max_partition_fetch_bytes=8 << 20,
+                # the local broker holds a group's first join for half the session (Settings): a short one
+                **kafka.member_session(self.settings.group_session_timeout_ms),
+            )
+            self.commits = Commits(self.consumer, "processor")
+            loop = ConsumeLoop(self.consumer, "processor", self)
+            self.gaps = loop.gaps
+            loop.subscribe([self.t_actions])
+            self.completer = asyncio.create_task(self._complete_loop(), name="processor.complete")
+            if not await loop.start(stop):
+                log.warning("processor.stopped_before_start", reason="stopped while joining its group")
+                await self.close(failed=False)
+                await loop.stop_client()
+                return
+            log.info("processor.started", society=self.society, partitions=self.partitions)
+            await loop.run(stop)
         finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._drain(), DRAIN_ON_STOP_S)
-            await cancel_and_wait(self.completer)
-            with contextlib.suppress(Exception):
-                await self.consumer.stop()
             await self.producer.stop()
             log.info(
                 "processor.stopped",
                 processed=self.processed,
-                commit_failures=self.commit_failures,
+                commit_failures=self.commits.refused + self.commits.failed if self.commits else 0,
                 gap_refetches=self.gaps.refetches,
                 offsets_given_up=self.gaps.offsets_given_up,
             )
 
-    async def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        async with self.lock:
-            await self._drain()  # commit what was processed while the partitions were still ours
-            self.gaps.forget(revoked)
-            for tp in revoked:
-                self.states.pop(tp.partition, None)
-                self.event_ids.drop_partition(tp.partition)
-                for d in (self.next_events, self.next_marks, self.changed, self.snapshot_at):
-                    d.pop(tp.partition, None)
-            log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
+    # ------------------------------------------------------------- the steps (runtime.consume_loop)
+    async def submit(self, batch: Batch) -> None:
+        """Process a fetch (validate, apply, send: ``_process``), then snapshot the partitions due."""
+        await self._process(batch)
+        await self._snapshot_due()
 
-    async def on_assigned(self, assigned: Collection[TopicPartition]) -> None:
+    async def poll(self) -> None:
+        """Nothing runs by time alone: a snapshot is looked at after each batch."""
+
+    def failure(self) -> BaseException | None:
+        return self.fatal
+
+    async def close(self, failed: bool) -> None:
+        """Wait ``DRAIN_ON_STOP_S`` at most for the pending batches (what is left stays uncommitted and is
+        replayed by the next owner), then end the completion task."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._drain(), DRAIN_ON_STOP_S)
+        await cancel_and_wait(self.completer)
+
+    async def revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._drain()  # commit what was processed while the partitions were still ours
+        for tp in revoked:
+            self.states.pop(tp.partition, None)
+            self.event_ids.drop_partition(tp.partition)
+            for d in (self.next_events, self.next_marks, self.changed, self.snapshot_at):
+                d.pop(tp.partition, None)
+        log.info("processor.revoked", partitions=[tp.partition for tp in revoked])
+
+    async def assigned(self, assigned: Collection[TopicPartition]) -> None:
         """Rebuild the new partitions, all at once (each waits mostly on the broker); on failure say so and
         make the run loop raise (aiokafka swallows exceptions of rebalance listeners, so raising here would
         leave the worker running without it)."""
-        async with self.lock:
-            todo = [tp.partition for tp in assigned if tp.topic == self.t_actions]
-            todo = [p for p in todo if p not in self.states]
-            results = await asyncio.gather(*(self._rebuild(p) for p in todo), return_exceptions=True)
-            for partition, result in zip(todo, results, strict=True):
-                if not isinstance(result, BaseException):
-                    self.states[partition] = result
-                    continue
-                log.error(
-                    "processor.rebuild_failed", partition=partition, error=repr(result), exc_info=result
-                )
-                if self.failure is None:
-                    self.failure = RebuildFailed(f"could not rebuild partition {partition}: {result!r}")
-                    self.failure.__cause__ = result
-            if self.failure is None:
-                await self._snapshot_due()
+        todo = [tp.partition for tp in assigned if tp.topic == self.t_actions]
+        todo = [p for p in todo if p not in self.states]
+        results = await asyncio.gather(*(self._rebuild(p) for p in todo), return_exceptions=True)
+        for partition, result in zip(todo, results, strict=True):
+            if not isinstance(result, BaseException):
+                self.states[partition] = result
+                continue
+            log.error("processor.rebuild_failed", partition=partition, error=repr(result), exc_info=result)
+            if self.fatal is None:
+                self.fatal = RebuildFailed(f"could not rebuild partition {partition}: {result!r}")
+                self.fatal.__cause__ = result
+        if self.fatal is None:
+            await self._snapshot_due()
 
     # --------------------------------------------------------------- rebuild
     async def _rebuild(self, partition: int) -> PartitionState:
@@ -401,7 +424,7 @@ class ActionProcessor:
     async def _snapshot(self, state: PartitionState) -> None:
         """Write one snapshot of ``state`` and wait until the broker has every chunk. The state is
         serialised and compressed off the event loop (polls and heartbeats go on); it cannot change
-        meanwhile, since every change happens under ``self.lock``, which the caller holds."""
+        meanwhile, since every change happens under the consume loop's lock, which the caller holds."""
         assert self.producer is not None
         p = state.partition
         size = self.settings.snapshot_chunk_bytes
@@ -450,7 +473,7 @@ class ActionProcessor:
         )
         return fut
 
-    async def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
+    async def _process(self, batch: Batch) -> None:
         assert self.producer is not None
         assert self.consumer is not None
         producer = self.producer
@@ -512,7 +535,7 @@ class ActionProcessor:
                 await self._complete(sent)
             except Exception as exc:
                 log.error("processor.send_failed", error=repr(exc), exc_info=exc)
-                self.failure = exc
+                self.fatal = exc
                 raise
             finally:
                 self.pending.task_done()
@@ -544,15 +567,11 @@ class ActionProcessor:
             self.changed[p] = self.changed.get(p, 0) + out.appended + len(marks)
         for p, mout in mark_outs:
             self.next_marks[p] = mout.offset_after(mout.appended, self.next_marks.get(p, 0))
-        if offsets:
-            try:
-                await self.consumer.commit(offsets)
-            except (CommitFailedError, IllegalStateError) as exc:
-                # The group moved on without this member (its session ran out: a stalled broker, a
-                # starved process): the batch stays uncommitted, the rejoin revokes and rebuilds every
-                # partition, and the replayed batch is recognised as already published.
-                self.commit_failures += 1
-                log.warning("processor.commit_after_rebalance", error=repr(exc), partitions=len(offsets))
+        if offsets and self.commits is not None:
+            # refused when the group moved on without this member (its session ran out: a stalled
+            # broker, a starved process): the batch stays uncommitted, the rejoin revokes and rebuilds
+            # every partition, and the replayed batch is recognised as already published
+            await self.commits.commit(offsets)
 
     @staticmethod
     def _accept(state: PartitionState, rec: Any, now_us: int) -> Outcome:

@@ -18,6 +18,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from molt_society.agents.worker import AgentWorker
+from molt_society.runtime.consume_loop import Commits
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
 from molt_society.schemas import control
@@ -113,7 +114,10 @@ def test_ticks_of_separate_fetches_are_acted_on_in_tick_order() -> None:
         stop = asyncio.Event()
         # shard 1's fetch first, with a forged tick (unsigned) that must not be acted on
         work.put_nowait({tp1: [_tick(1, 0), _tick(1, 1), _tick(1, 9, signed=False), _tick(1, 2)]})
-        acting = asyncio.create_task(worker._act(work, consumer, None, feeds, 4, stop))  # type: ignore[arg-type]
+        commits = Commits(consumer, "agents")
+        acting = asyncio.create_task(
+            worker._act(work, 4, stop, commits, consumer=consumer, producer=None, feeds=feeds)  # type: ignore[arg-type]
+        )
         await asyncio.sleep(0.3)  # shard 1's tick 1 waits for a feed that needs shard 3's tick 0
         work.put_nowait({tp3: [_tick(3, 0), _tick(3, 1), _tick(3, 2)]})  # shard 3's fetch, later
         for _ in range(int(BOUND_S / 0.05)):

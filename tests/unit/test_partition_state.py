@@ -1037,6 +1037,15 @@ class _FakeConsumer:
     def subscribe(self, topics: list[str], listener: Any) -> None:
         self.topic, self.listener = topics[0], listener
 
+    def assignment(self) -> set[Any]:
+        return set()
+
+    def pause(self, *_: Any) -> None:
+        pass
+
+    def resume(self, *_: Any) -> None:
+        pass
+
     async def getmany(self, timeout_ms: int) -> dict[Any, Any]:
         self.fetches += 1
         if self.fetches == 1:
@@ -1090,9 +1099,9 @@ def test_revoked_partitions_leave_the_id_index() -> None:
         assert isinstance(state.accept_action(encode_event(ev), NOW, key=key), Accepted)
     assert len(proc.event_ids) == 2
     gone = kafka_partition(b"a", 2)
-    asyncio.run(proc.on_revoked([TopicPartition(proc.t_actions, gone)]))
+    asyncio.run(proc.revoked([TopicPartition(proc.t_actions, gone)]))
     assert len(proc.event_ids) == (0 if kafka_partition(b"b", 2) == gone else 1)
-    asyncio.run(proc.on_revoked([TopicPartition(proc.t_actions, 1 - gone)]))
+    asyncio.run(proc.revoked([TopicPartition(proc.t_actions, 1 - gone)]))
     assert len(proc.event_ids) == 0
 
 
