@@ -49,7 +49,7 @@ from molt_society.agents.llm_decision import (
 )
 from molt_society.agents.roster import AgentSpec
 from molt_society.runtime.logs import get_logger
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import AgentSettings
 from molt_society.schemas.control import FeedItem
 from molt_society.schemas.events import Event, ModelCalled, ModelCalledBody
 from molt_society.schemas.ids import uuid7
@@ -193,7 +193,7 @@ class LLMBrain:
 
 
 @contextlib.asynccontextmanager
-async def open_llm_brain(s: Settings) -> AsyncIterator[LLMBrain]:
+async def open_llm_brain(s: AgentSettings) -> AsyncIterator[LLMBrain]:
     """The LLM brain of an agent worker, its client open on the configured model server(s)."""
     if not s.llm_base_urls:
         raise RuntimeError(

@@ -3,7 +3,9 @@
 The same function as ``aiokafka.partitioner.murmur2``, which reads the key a byte at a time; this one reads
 it four bytes at a time (``struct``) and masks once per step: about three times as fast, and a stream worker
 hashes the key of every new thread it is handed (3.6% of its time replaying a 300,000-post archive with
-aiokafka's). ``tests/unit/test_murmur2.py`` compares the two on random keys of every length.
+aiokafka's). ``tests/unit/algorithms/test_kafka_partition.py`` compares the two on random keys of every
+length.
+
 ``kafka_partition``: the partition a key belongs on, as the default partitioner (Java client, aiokafka)
 picks it.
 """

@@ -10,7 +10,7 @@
 An array document is first split by ``importers.json_split`` (a vectorised scan for item edges, each
 item parsed by orjson: 3.4x faster on a posts_full.json of 60,000 posts); what the split cannot give as
 this parser would (an error, an item too deep) is streamed from there, so the parts and the errors are
-the same either way (``tests/unit/test_json_split.py``; one difference: an integer too large for 64
+the same either way (``tests/unit/importers/test_json_split.py``; one difference: an integer too large for 64
 bits is a float there, as in the in-memory path below, where ijson refuses it).
 
 Only one item is in memory at a time (plus what the caller keeps of it). Non-integer numbers are floats.

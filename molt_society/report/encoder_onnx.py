@@ -4,7 +4,7 @@ The loaded sentence-transformers model's transformer is exported to ONNX (``torc
 attention, a private temporary folder, about a second) and run by ONNX Runtime; the rest of the model's
 pipeline is done here as sentence-transformers does it: its own tokenisation (``preprocess``: stripping,
 truncation at the model's ``max_seq_length``), mean pooling over the attention mask, L2 normalisation. The
-vectors equal the torch model's to about 1e-6 (``tests/unit/test_encoder_onnx.py``); BENCHMARKS.md,
+vectors equal the torch model's to about 1e-6 (``tests/unit/report/test_encoder_onnx.py``); BENCHMARKS.md,
 "Embeddings: runtime", has the speeds. Only a model made of exactly those three modules (Transformer, mean
 Pooling, Normalize) is exported; any other raises ``Unsupported``.
 """

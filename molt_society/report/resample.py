@@ -7,7 +7,7 @@ distinct values and those counts. That is the same bootstrap distribution as dra
 replicate, at a cost that grows with the number of distinct values instead of n (3.8 million posts'
 comment counts take some 200 distinct values). ``verdicts.bootstrap_values`` takes this path for the
 statistics below (``WEIGHTED``) when the units are many; each weighted form equals the statistic of the
-values repeated their counts times (``tests/unit/test_resample.py``).
+values repeated their counts times (``tests/unit/report/test_resample.py``).
 """
 
 from __future__ import annotations

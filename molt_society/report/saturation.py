@@ -42,7 +42,7 @@ shuffles; the report gives the null mean, 2.5/50/97.5 percentiles and the permut
 **Rewired null** (``rewired``): the time shuffle keeps who adopts, and so the link between an agent's
 activity and its exposure (an active agent uses many phrases, early, and comments with other active
 agents); on a society without contagion whose agents differ in activity it still lets the logistic square
-term pass as saturation (tests/unit/test_saturation.py). This null keeps every adoption and rewires the
+term pass as saturation (tests/unit/report/test_saturation.py). This null keeps every adoption and rewires the
 interaction graph with each agent's in- and out-degree kept: what activity explains stays, what the
 network's actual ties explain goes. Every draw re-indexes the exposures and refits the three models, so it
 runs on its own seeded sample of whole cascades (``REWIRED_ROWS``) with ``REWIRED_NULLS``
@@ -455,7 +455,7 @@ def fast_cox(
     sums come from suffix sums over rows sorted by (stratum, time rank). lifelines fits the same model
     (Efron ties: equal when no two events share a time) in a Python loop over event times, 2.7 s for
     11,000 rows in 40 strata; this takes milliseconds, which is what 200 shuffles need. Checked against
-    lifelines ``CoxPHFitter`` and ``CoxTimeVaryingFitter`` in tests/unit/test_saturation.py.
+    lifelines ``CoxPHFitter`` and ``CoxTimeVaryingFitter`` in tests/unit/report/test_saturation.py.
     ``beta0`` starts Newton's steps (the shuffles start from the observed coefficient); it stops when a
     step is below ``tol`` (relative). Returns None when the likelihood has no finite maximum (no events or
     no variation in x).
@@ -547,7 +547,7 @@ def efron_cox(x: FloatArray, duration: FloatArray, tol: float = 1e-9, max_iter: 
     The same likelihood as lifelines' ``CoxPHFitter`` (Efron ties): at an event time with d tied events,
     the l-th of them (l = 0..d-1) has the risk set's sums less l/d of the tied events' own. lifelines walks
     the event times in a Python loop: 18.6 s for the demo's 80,084 rows (73,629 distinct times), where this
-    takes 0.1 s; checked against it in tests/unit/test_saturation.py. None when the likelihood has no
+    takes 0.1 s; checked against it in tests/unit/report/test_saturation.py. None when the likelihood has no
     finite maximum."""
     if x.size == 0 or np.ptp(x) == 0:
         return None

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from molt_society.runtime.apache_kafka import KafkaBroker
 from molt_society.runtime.broker import LocalBroker
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import WhereSettings
 
 
 class Broker(Protocol):
@@ -26,7 +26,9 @@ class Broker(Protocol):
     def stop(self) -> None: ...
 
 
-def start_broker(settings: Settings, run_dir: Path, *, nice: int = 0, die_with_parent: bool = True) -> Broker:
+def start_broker(
+    settings: WhereSettings, run_dir: Path, *, nice: int = 0, die_with_parent: bool = True
+) -> Broker:
     """Start the local broker of ``settings.broker`` for the run in ``run_dir``: its output goes to
     ``broker.log`` there, and Apache Kafka keeps its log directory in ``kafka/``.
 

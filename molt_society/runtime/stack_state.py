@@ -11,15 +11,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import WhereSettings
 
 
-def state_path(settings: Settings) -> Path:
+def state_path(settings: WhereSettings) -> Path:
     """``<state_dir>/stack.json``: the running stack's state file."""
     return settings.state_dir / "stack.json"
 
 
-def read_state(settings: Settings) -> dict[str, Any]:
+def read_state(settings: WhereSettings) -> dict[str, Any]:
     """The running stack's ``<state_dir>/stack.json`` (see ``LocalStack.write_state``); {} without one."""
     try:
         state = json.loads(state_path(settings).read_text())
@@ -28,7 +28,7 @@ def read_state(settings: Settings) -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
-def model_server_url(settings: Settings) -> str | None:
+def model_server_url(settings: WhereSettings) -> str | None:
     """The URL of the running stack's local model server, if it has one."""
     url = (read_state(settings).get("model_server") or {}).get("url")
     return str(url) if url else None

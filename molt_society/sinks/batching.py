@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from molt_society.runtime.logs import get_logger
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import SinkSettings
 from molt_society.sinks.clickhouse import DEAD_LETTER_COLUMNS, DEAD_LETTERS_TABLE, Target, is_control
 from molt_society.sinks.resume import Generation
 from molt_society.sinks.sink_stats import SinkStats, tp_name
@@ -60,7 +60,7 @@ class Batcher:
     ``stop`` set: a batch whose insert keeps failing is abandoned after ``RETRIES_AFTER_STOP`` tries.
     """
 
-    settings: Settings
+    settings: SinkSettings
     stats: SinkStats
     store: Store
     generation: Generation

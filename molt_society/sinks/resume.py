@@ -20,7 +20,7 @@ from collections.abc import Collection
 from typing import Any
 
 from molt_society.runtime.logs import get_logger
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import SinkSettings
 from molt_society.schemas.control import from_us
 from molt_society.sinks.clickhouse import (
     DEAD_LETTER_COLUMNS,
@@ -55,7 +55,7 @@ class Generation:
     never collide with the new ones); events before ``resume_us`` and events, metrics already stored are
     dropped (counted as ``recovered_skipped``)."""
 
-    def __init__(self, settings: Settings, society: str) -> None:
+    def __init__(self, settings: SinkSettings, society: str) -> None:
         self.number = settings.generation
         self.resume_us = settings.resume_us
         self.society = society

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from molt_society.runtime.broker import free_port
 from molt_society.runtime.logs import get_logger
-from molt_society.runtime.settings import Settings
+from molt_society.runtime.settings import AgentSettings
 
 log = get_logger(__name__)
 
@@ -65,7 +65,7 @@ class LocalModelServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @classmethod
-    def from_settings(cls, s: Settings, log_file: Path) -> LocalModelServer:
+    def from_settings(cls, s: AgentSettings, log_file: Path) -> LocalModelServer:
         if importlib.util.find_spec("llama_cpp") is None:
             raise ModelServerError(
                 "llama-cpp-python is not installed: `pip install -e '.[llm]'` (or `make setup`); "

@@ -32,7 +32,7 @@ per partition stay in memory, the least recently used wait on disk (``streams.co
 event of theirs comes; and of the accepted event ids, which a stream worker keeps to know a redelivery or
 a conflicting reuse, it keeps only those that occur more than once in the sorted history
 (``importers.spill.repeated_ties``, found from the import's sort before the processes start): no other
-id can come again. Neither changes a record sent (``tests/unit/test_cold_state.py``).
+id can come again. Neither changes a record sent (``tests/unit/streams/test_cold_state.py``).
 
 So the stored events, metrics and dead letters are those of a replay through a stack with as many stream
 workers as there are state processes (tested against the stack on a history that fits both ways), with the

@@ -3,7 +3,7 @@ scored: the probe events are stored as ordinary posts and comments, the probing 
 posting, and the tier results agree with an independent recount of the probe threads from ClickHouse.
 Delta-help and the paper's LLM judge run against the real local model server (SmolLM2-135M through
 llama-cpp-python). The scoring rules themselves are checked on fixed threads in
-``tests/unit/test_probe_*.py``.
+``tests/unit/probes/``.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def test_delta_help_and_the_papers_judge_on_the_local_model(tmp_path: Path) -> N
     """Delta-help of two model names (the local server answers both with its one model) on two commented
     questions, the paper's prompts end to end; and the paper's LLM judge on a real model. A 135M model is
     no judge and no HLE solver: this checks that every call is made, answered and accounted for, not the
-    accuracies (those are checked on scripted servers in ``tests/unit/test_probe_helpfulness.py``)."""
+    accuracies (those are checked on scripted servers in ``tests/unit/probes/test_helpfulness.py``)."""
     spider, even = tasks.tier1(
         [
             tasks.Question("How many legs does a spider have? Answer with a number.", "8"),

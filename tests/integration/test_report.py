@@ -120,7 +120,7 @@ NOT_EMBEDDED = {"sample_observatory_posts_raw", "sample_kelkalot_csv"}
 """Reported with ``embed=False`` (``--no-embeddings``): their 6,000 and 1,764 distinct real texts would take
 the real model about 3 and 1 CPU minutes (3 to 6 beside the other lane of ``make test``); the embedding
 sections run here on the real texts of the other samples (the daily export's 632 among them) and on the
-simulated society, and against independent computations in tests/unit/test_report_layers.py."""
+simulated society, and against independent computations in tests/unit/report/test_report_layers.py."""
 EMBEDDED_ONLY = ("semantic", "individual")
 
 

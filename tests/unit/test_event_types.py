@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_schemas import AT, EID, sample_events
+from test_events import AT, EID, sample_events
 
 from molt_society.schemas.event_columns import COLUMNS, EMPTY, INT_COLUMNS, TYPED_COLUMNS, Const, Field
 from molt_society.schemas.events import EVENT_TYPES, CommentCreated, CommentCreatedBody, Event

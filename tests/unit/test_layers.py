@@ -169,3 +169,23 @@ def test_the_wheel_installs_one_import_name(tmp_path: Path) -> None:
     for data in ("warehouse/tables.sql", "agents/behaviour.toml", "dashboard/static/index.html", "py.typed"):
         assert f"molt_society/{data}" in names
     assert {f"molt_society/{layer}/__init__.py" for layer in _layer_names()} <= set(names)
+
+
+def test_the_unit_tests_mirror_the_layers() -> None:
+    """Every folder of tests/unit is a layer; only the tests of every layer at once stand beside them; no
+    two test files share a name (pytest imports them by their name: a second one would shadow the first)."""
+    unit = REPO / "tests" / "unit"
+    folders = {p.name for p in unit.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= _layer_names(), f"not layers: {sorted(folders - _layer_names())}"
+    assert len(folders) >= 10
+    assert {p.name for p in unit.glob("test_*.py")} == {"test_layers.py", "test_event_types.py"}
+    names = [p.name for p in (REPO / "tests").rglob("test_*.py")]
+    assert len(names) > 100
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+    modules = {p.stem for p in PACKAGE.rglob("*.py")}
+    for test in unit.glob("*/test_*.py"):
+        layer = PACKAGE / test.parent.name
+        own = {p.stem for p in layer.rglob("*.py")}
+        # named for a module, of its own layer when that layer has one of the name
+        if test.stem[5:] in modules and test.stem[5:] not in own:
+            raise AssertionError(f"{test.relative_to(REPO)} is named for a module of another layer")

@@ -892,7 +892,7 @@ def test_json_schema_states_the_bounds() -> None:
 
 def test_published_json_schema_is_current() -> None:
     """docs/event.schema.json is what ``society schema`` prints (regenerate it when the contract changes)."""
-    path = Path(__file__).resolve().parents[2] / "docs" / "event.schema.json"
+    path = Path(__file__).resolve().parents[3] / "docs" / "event.schema.json"
     assert json.loads(path.read_text()) == event_json_schema()
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from molt_society.runtime.apache_kafka import KAFKA_VERSION, Node, server_properties
 
-COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "compose.yaml"
+COMPOSE = Path(__file__).resolve().parents[3] / "docker" / "compose.yaml"
 PER_NODE = {  # where a node is, not how it behaves: differs between containers and loopback by design
     "node.id",
     "controller.quorum.voters",

@@ -23,7 +23,7 @@ from molt_society.schemas.topics import HEADER_EVENTS_OFFSET, HEADER_KIND, KIND_
 from molt_society.streams import snapshots
 from molt_society.streams.processor import mark_headers
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BOOTSTRAP = "127.0.0.1:9"  # never connected to
 MIB = 1 << 20
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from molt_society.schemas.experiment import (
 )
 from molt_society.schemas.society_name import check_society_name
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "experiment.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "experiment.example.toml"
 
 
 def _example() -> dict[str, Any]:

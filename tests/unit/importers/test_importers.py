@@ -26,7 +26,7 @@ from molt_society.schemas.wire import decode_event, encode_event
 from molt_society.streams.partition_state import Accepted, PartitionState
 
 DATA = Path(
-    os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data" / "moltbook"
+    os.environ.get("MOLTBOOK_DATA") or Path(__file__).resolve().parents[4] / "shared" / "data" / "moltbook"
 )
 # CI has shared/ beside the clone: there a missing sample folder is a failure, not a skip.
 if os.environ.get("CI") and not DATA.is_dir():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from security_cases import ATTACKS, FINGERPRINT_SQL, TABLES_SQL, WRITTEN
 from stored_events import store_events
 

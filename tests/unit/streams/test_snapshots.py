@@ -216,7 +216,7 @@ def test_chunks_of_a_snapshot() -> None:
 _RESTORE_ELSEWHERE = """
 import sys
 from pathlib import Path
-from tests.unit.test_snapshots import PARTITIONS, config, outcome, Rec
+from tests.unit.streams.test_snapshots import PARTITIONS, config, outcome, Rec
 from molt_society.streams.partition_state import EventIds, PartitionState
 tmp = Path(sys.argv[1])
 ids = EventIds()
@@ -240,7 +240,7 @@ def test_a_snapshot_recognises_redeliveries_in_another_process(records: list[Rec
     doc = orjson.loads(first.raw)
     doc["body"]["content"] = doc["body"].get("content", "") + "!"
     (tmp_path / "changed").write_bytes(orjson.dumps(doc))
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(root)}
     done = subprocess.run(
         [sys.executable, "-c", _RESTORE_ELSEWHERE, str(tmp_path)],

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import orjson
 import pytest
+from test_clickhouse import _blank, _record
 from test_partition_state import (
     HOUR,
     NOW,
@@ -26,7 +27,6 @@ from test_partition_state import (
     post,
     vote,
 )
-from test_sink_rows import _blank, _record
 
 from molt_society.schemas.control import FeedItem, WindowPartial
 from molt_society.schemas.events import (
