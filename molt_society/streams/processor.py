@@ -208,7 +208,6 @@ class ActionProcessor:
         """Process until ``stop`` is set; raises ``RebuildFailed`` or a send's failure (the worker stops)."""
         self.producer = kafka.producer(self.bootstrap, "bulk", keys=self.keys)
         await self.producer.start()
-        loop: ConsumeLoop | None = None
         try:
             # before the subscription: an assignment's rebuild needs it
             self.partitions = await partition_count(self.bootstrap, self.t_actions)
