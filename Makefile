@@ -109,6 +109,7 @@ bench: $(STAMP) browser ## Pipeline rates, dashboard, full report at 1M events a
 	$(BIN)/python -m molt_society.bench.startup
 	$(BIN)/python -m molt_society.bench.experiment
 	$(BIN)/python -m molt_society.bench.fit
+	$(BIN)/python -m molt_society.bench.consume_loop
 	$(BIN)/python -m molt_society.bench.brokers
 	$(BIN)/python -m molt_society.bench.tail_gaps
 	$(BIN)/python -m molt_society.bench.aging
