@@ -49,7 +49,6 @@ from molt_society.algorithms.kafka_partition import kafka_partition
 from molt_society.runtime import kafka, process_status
 from molt_society.runtime.broker import partition_count
 from molt_society.runtime.consume_loop import Batch, Commits, ConsumeLoop
-from molt_society.runtime.contiguous import Contiguous
 from molt_society.runtime.logs import get_logger
 from molt_society.runtime.record_auth import RecordKeys
 from molt_society.runtime.settings import Settings
@@ -122,7 +121,6 @@ class AgentWorker:
         self.emitted = 0
         self.forged = 0
         self.revoked = 0  # partitions of the ticks topic taken from this worker by a rebalance
-        self.gaps: Contiguous | None = None  # the ticks' gap guard, the consume loop's
 
     def cohort(self, shard: int, brain: str) -> Cohort:
         """The agents of ``shard`` that ``brain`` drives (index arrays, built once)."""
@@ -178,7 +176,6 @@ class AgentWorker:
             # once they are resumed the next tick must not wait out a long poll (the barrier pays it)
             loop = ConsumeLoop(consumer, "agents", steps, poll_ms=self.s.poll_ms)
             steps.loop = loop
-            self.gaps = loop.gaps
             loop.subscribe([topic_name(self.society, Role.TICKS)])
             if not await loop.start(stop):
                 log.warning("agents.stopped_before_start", reason="stopped while joining its group")

@@ -80,7 +80,7 @@ class Steps(Protocol):
 class Commits:
     """The one way a member commits offsets (see the module)."""
 
-    def __init__(self, consumer: Any, name: str, timeout_s: float | None = None) -> None:
+    def __init__(self, consumer: Any, name: str, timeout_s: float = COMMIT_TIMEOUT_S) -> None:
         self._consumer = consumer
         self._name = name
         self._timeout_s = timeout_s
@@ -98,9 +98,8 @@ class Commits:
             mine = {tp: offset for tp, offset in offsets.items() if tp in owned}
             if not mine:  # a rebalance took them: their new owner reads them again (aiokafka refuses {})
                 return False
-            timeout = COMMIT_TIMEOUT_S if self._timeout_s is None else self._timeout_s
             try:
-                await asyncio.wait_for(self._consumer.commit(mine), timeout)
+                await asyncio.wait_for(self._consumer.commit(mine), self._timeout_s)
             except (CommitFailedError, IllegalStateError) as exc:
                 self.refused += 1
                 log.warning(f"{self._name}.commit_after_rebalance", error=repr(exc), partitions=len(mine))
@@ -108,7 +107,9 @@ class Commits:
                 self.failed += 1
                 log.warning(
                     f"{self._name}.commit_failed",
-                    error=repr(exc) if not isinstance(exc, TimeoutError) else f"not answered in {timeout} s",
+                    error=repr(exc)
+                    if not isinstance(exc, TimeoutError)
+                    else f"not answered in {self._timeout_s} s",
                     partitions=sorted(f"{tp.topic}:{tp.partition}={o}" for tp, o in mine.items()),
                 )
             else:
